@@ -1,0 +1,97 @@
+// dispatch/matmul.cpp -- the public quantized_matmul: validate once, pick the backend.
+// Kernel choice *within* a backend (GEMV vs GEMM, ISA, tile) belongs to that backend's own
+// dispatch and tuning table (src/kernels/<backend>/); this file only routes.
+#include <cmath>
+#include <string>
+
+#include "kernels/cpu/matmul_cpu.h"
+#include "kernels/cuda/cuda_host.h"
+#include "nvfp4/cuda.h"
+#include "nvfp4/error.h"
+#include "nvfp4/format.h"
+#include "nvfp4/ops.h"
+
+namespace nvfp4 {
+namespace {
+
+std::string shape_str(const MatrixView& v) {
+  return std::to_string(v.rows) + "x" + std::to_string(v.cols) + " " + dtype_name(v.dtype) +
+         " stride=" + std::to_string(v.stride);
+}
+
+bool aligned(const void* p, int bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
+
+}  // namespace
+
+const char* backend_name(Backend b) {
+  switch (b) {
+    case Backend::kAuto: return "auto";
+    case Backend::kReference: return "reference";
+    case Backend::kCpu: return "cpu";
+    default: return "cuda";
+  }
+}
+
+Backend backend_from_name(const std::string& name) {
+  if (name == "auto") return Backend::kAuto;
+  if (name == "reference" || name == "ref") return Backend::kReference;
+  if (name == "cpu") return Backend::kCpu;
+  if (name == "cuda" || name == "gpu") return Backend::kCuda;
+  fail("backend", "unknown backend '" + name + "' (expected auto, reference, cpu or cuda)");
+}
+
+bool backend_available(Backend b) {
+  return b == Backend::kCuda ? cuda::available() : true;
+}
+
+void validate_matmul(const char* op, const MatrixView& x, const WeightView& w, const MatrixView& y) {
+  const std::string ws = "weight N=" + std::to_string(w.n) + " K=" + std::to_string(w.k);
+  if (w.k <= 0 || w.k % kBlockSize != 0)
+    fail(op, ws + ": K must be a positive multiple of 16 (quantize pads other K)");
+  if (w.n <= 0) fail(op, ws + ": N must be positive");
+  if (!w.packed || !w.scales) fail(op, ws + ": null packed or scales pointer");
+  if (!std::isfinite(w.tensor_scale))
+    fail(op, ws + ": tensor scale " + std::to_string(w.tensor_scale) + " is not finite");
+  if (x.rows < 0 || x.cols <= 0 || x.stride < x.cols)
+    fail(op, "activations " + shape_str(x) + ": need rows >= 0, cols > 0 and stride >= cols");
+  if (x.cols > w.k || x.cols <= w.k - kBlockSize)
+    fail(op, "activations " + shape_str(x) + " do not match " + ws +
+                 " (activation K must equal the weight's K, or its unpadded K)");
+  if (y.rows != x.rows || y.cols != w.n || y.stride < y.cols)
+    fail(op, "output " + shape_str(y) + " does not match M=" + std::to_string(x.rows) +
+                 " N=" + std::to_string(w.n));
+  if (y.dtype != x.dtype)
+    fail(op, std::string("output dtype ") + dtype_name(y.dtype) + " differs from activation dtype " +
+                 dtype_name(x.dtype));
+  if (x.rows > 0 && (!x.data || !y.data)) fail(op, "null activation or output pointer (M=" + std::to_string(x.rows) + ")");
+  const int es = dtype_size(x.dtype);
+  if (!aligned(x.data, es) || !aligned(y.data, es))
+    fail(op, "activation or output pointer is not aligned to its " + std::to_string(es) + "-byte element");
+}
+
+void quantized_matmul(const MatrixView& x, const WeightView& w, const MatrixView& y, Backend backend) {
+  validate_matmul("quantized_matmul", x, w, y);
+  if (x.rows == 0) return;
+  switch (backend) {
+    case Backend::kReference: quantized_matmul_ref(x, w, y); return;
+    case Backend::kCuda: cuda::quantized_matmul_host(x, w, y); return;
+    default: cpu::quantized_matmul(x, w, y); return;
+  }
+}
+
+Tensor quantized_matmul(const Tensor& x, const QuantizedWeight& w, Backend backend) {
+  if (x.shape.empty()) fail("quantized_matmul", "activation must have at least one dimension");
+  const std::int64_t k = x.shape.back();
+  const std::int64_t m = k == 0 ? 0 : x.numel() / k;
+  if (static_cast<std::int64_t>(w.packed.size()) != w.n * (w.k / 2) ||
+      static_cast<std::int64_t>(w.scales.size()) != w.n * (w.k / kBlockSize))
+    fail("quantized_matmul", "weight buffers do not match N=" + std::to_string(w.n) + " K=" + std::to_string(w.k));
+  std::vector<std::int64_t> out_shape(x.shape.begin(), x.shape.end() - 1);
+  out_shape.push_back(w.n);
+  Tensor y(x.dtype, out_shape);
+  quantized_matmul(MatrixView{const_cast<void*>(x.data()), x.dtype, m, k, k}, w.view(),
+                   MatrixView{y.data(), y.dtype, m, w.n, w.n}, backend);
+  return y;
+}
+
+}  // namespace nvfp4

@@ -1,0 +1,152 @@
+// quantize/quantize.cpp -- everything around the per-producer block recipes: names, amax with
+// NaN/Inf detection, zero padding of K, the row/block loop and tensor-scale groups.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "nvfp4/error.h"
+#include "nvfp4/format.h"
+#include "nvfp4/quantize.h"
+#include "quantize/recipes.h"
+
+namespace nvfp4 {
+namespace {
+
+// Rows x cols view of a weight: leading dims flattened into rows.
+void weight_dims(const Tensor& w, const std::string& name, std::int64_t* rows, std::int64_t* cols) {
+  if (w.shape.size() < 2)
+    fail("quantize", "tensor '" + name + "' has " + std::to_string(w.shape.size()) +
+                         " dimension(s); a weight needs at least 2 ([N, K])");
+  *cols = w.shape.back();
+  *rows = *cols == 0 ? 0 : w.numel() / *cols;
+  if (*rows == 0 || *cols == 0) fail("quantize", "tensor '" + name + "' is empty");
+}
+
+}  // namespace
+
+const char* recipe_name(Recipe r) {
+  switch (r) {
+    case Recipe::kModelopt: return "modelopt";
+    case Recipe::kCompressedTensors: return "compressed-tensors";
+    default: return "mlx";
+  }
+}
+
+Recipe recipe_from_name(const std::string& name) {
+  if (name == "modelopt") return Recipe::kModelopt;
+  if (name == "compressed-tensors" || name == "ct") return Recipe::kCompressedTensors;
+  if (name == "mlx") return Recipe::kMlx;
+  fail("quantize", "unknown format '" + name + "' (expected modelopt, compressed-tensors or mlx)");
+}
+
+ScaleConvention recipe_convention(Recipe r) {
+  switch (r) {
+    case Recipe::kModelopt: return ScaleConvention::kDequant;
+    case Recipe::kCompressedTensors: return ScaleConvention::kQuant;
+    default: return ScaleConvention::kAmax;
+  }
+}
+
+namespace {
+ScaleConvention convention_for(const QuantizeOptions& o) {
+  if (o.recipe == Recipe::kMlx && !o.mlx_global_scale) return ScaleConvention::kNone;
+  return recipe_convention(o.recipe);
+}
+}  // namespace
+
+float weight_amax(const Tensor& w, const std::string& name) {
+  float amax = 0.0f;
+  const std::int64_t n = w.numel();
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float v = w.get(i);
+    if (!std::isfinite(v)) {
+      // Name the index in the tensor's own coordinates, e.g. [3, 17].
+      std::string idx;
+      std::int64_t rem = i;
+      for (std::size_t d = w.shape.size(); d-- > 0;) {
+        idx = std::to_string(rem % w.shape[d]) + (idx.empty() ? "" : ", ") + idx;
+        rem /= w.shape[d];
+      }
+      fail("quantize", "tensor '" + name + "' has " + (std::isnan(v) ? "NaN" : "Inf") +
+                           " at index [" + idx + "] (flat " + std::to_string(i) + ")");
+    }
+    amax = std::max(amax, std::fabs(v));
+  }
+  return amax;
+}
+
+float stored_scale_for_amax(Recipe r, float amax, DType src) {
+  switch (r) {
+    case Recipe::kModelopt: return recipes::modelopt_stored_scale(amax);
+    case Recipe::kCompressedTensors: return recipes::ct_stored_scale(amax, src);
+    default: return amax;  // MLX global_scale is the amax itself
+  }
+}
+
+QuantizedWeight quantize_with_amax(const Tensor& w, float amax, const QuantizeOptions& opts) {
+  std::int64_t rows = 0, cols = 0;
+  weight_dims(w, opts.name, &rows, &cols);
+  if (!(amax >= 0.0f) || !std::isfinite(amax))
+    fail("quantize", "tensor '" + opts.name + "': amax " + std::to_string(amax) + " is not a finite non-negative value");
+  QuantizedWeight q;
+  q.n = rows;
+  q.k = (cols + kBlockSize - 1) / kBlockSize * kBlockSize;  // zero-pad K as modelopt does
+  q.convention = convention_for(opts);
+  q.stored_scale = q.convention == ScaleConvention::kNone ? 1.0f : stored_scale_for_amax(opts.recipe, amax, w.dtype);
+  q.packed.assign(static_cast<std::size_t>(q.n * q.k / 2), 0);
+  q.scales.assign(static_cast<std::size_t>(q.n * q.k / kBlockSize), 0);
+
+  const std::int64_t nblocks = q.k / kBlockSize;
+  float x[kBlockSize];
+  recipes::BlockOut out{};
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t b = 0; b < nblocks; ++b) {
+      for (int i = 0; i < kBlockSize; ++i) {
+        const std::int64_t c = b * kBlockSize + i;
+        x[i] = c < cols ? w.get(r * cols + c) : 0.0f;
+        if (!std::isfinite(x[i]))
+          fail("quantize", "tensor '" + opts.name + "' has a non-finite value at index [" +
+                               std::to_string(r) + ", " + std::to_string(c) + "]");
+        if (std::fabs(x[i]) > amax)
+          fail("quantize", "tensor '" + opts.name + "': |value| at [" + std::to_string(r) + ", " +
+                               std::to_string(c) + "] exceeds the given amax " + std::to_string(amax));
+      }
+      switch (opts.recipe) {
+        case Recipe::kModelopt:
+          recipes::modelopt_quantize_block(x, q.stored_scale, opts.modelopt_legacy, &out);
+          break;
+        case Recipe::kCompressedTensors:
+          recipes::ct_quantize_block(x, q.stored_scale, w.dtype, &out);
+          break;
+        default:
+          recipes::mlx_quantize_block(x, q.stored_scale, q.convention == ScaleConvention::kAmax, &out);
+          break;
+      }
+      q.scales[static_cast<std::size_t>(r * nblocks + b)] = out.scale;
+      std::uint8_t* dst = &q.packed[static_cast<std::size_t>(r * (q.k / 2) + b * (kBlockSize / 2))];
+      for (int i = 0; i < kBlockSize; i += 2) dst[i / 2] = e2m1_pack(out.codes[i], out.codes[i + 1]);
+    }
+  }
+  return q;
+}
+
+QuantizedWeight quantize(const Tensor& w, const QuantizeOptions& opts) {
+  return quantize_with_amax(w, weight_amax(w, opts.name), opts);
+}
+
+std::vector<QuantizedWeight> quantize_group(const std::vector<const Tensor*>& weights,
+                                            const std::vector<std::string>& names,
+                                            const QuantizeOptions& opts) {
+  if (weights.size() != names.size()) fail("quantize_group", "weights and names differ in length");
+  float amax = 0.0f;
+  for (std::size_t i = 0; i < weights.size(); ++i) amax = std::max(amax, weight_amax(*weights[i], names[i]));
+  std::vector<QuantizedWeight> out;
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    QuantizeOptions o = opts;
+    o.name = names[i];
+    out.push_back(quantize_with_amax(*weights[i], amax, o));
+  }
+  return out;
+}
+
+}  // namespace nvfp4

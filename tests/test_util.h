@@ -1,0 +1,63 @@
+// tests/test_util.h -- shared helpers for the test suites: seeded random inputs (the seed is
+// printed with every failure), adversarial value generators, NaN poisoning.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "nvfp4/nvfp4.h"
+
+namespace nvfp4::test {
+
+// Base seed: NVFP4_TEST_SEED overrides (to replay a failure), otherwise fixed.
+inline std::uint64_t base_seed() {
+  const char* s = std::getenv("NVFP4_TEST_SEED");
+  return s ? std::strtoull(s, nullptr, 0) : 20261130ull;
+}
+
+inline std::string seed_note(std::uint64_t seed) {
+  return "seed=" + std::to_string(seed) + " (replay with NVFP4_TEST_SEED=" + std::to_string(base_seed()) + ")";
+}
+
+// A random weight tensor with adversarial structure: normal values, exact grid points, all-zero
+// blocks, tiny and huge magnitudes sharing a block.
+inline Tensor adversarial_weight(std::int64_t n, std::int64_t k, DType t, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_int_distribution<int> kind(0, 9);
+  Tensor w(t, {n, k});
+  for (std::int64_t r = 0; r < n; ++r) {
+    for (std::int64_t b = 0; b < k; b += 16) {
+      const int mode = kind(rng);
+      for (std::int64_t c = b; c < std::min(k, b + 16); ++c) {
+        float v = nd(rng);
+        if (mode == 0) v = 0.0f;                                   // all-zero block
+        if (mode == 1) v = (c == b) ? 3.0e3f : v * 1e-4f;          // huge + tiny in one block
+        if (mode == 2) v = e2m1_to_float(static_cast<std::uint8_t>(rng() & 15)) * 0.25f;  // grid
+        if (mode == 3) v *= 1e-6f;                                 // tiny block (scale clamp)
+        w.set(r * k + c, v);
+      }
+    }
+  }
+  return w;
+}
+
+inline Tensor random_tensor(std::vector<std::int64_t> shape, DType t, std::uint64_t seed, float scale = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, scale);
+  Tensor x(t, std::move(shape));
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.set(i, nd(rng));
+  return x;
+}
+
+inline void poison(Tensor& t) {
+  for (std::int64_t i = 0; i < t.numel(); ++i) t.set(i, std::nanf(""));
+}
+
+}  // namespace nvfp4::test
