@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# scripts/device_cuda.sh -- the one script for the CUDA backend on a GPU machine: configure and
+# build (Release, CUDA, Ninja), run the CUDA tests (GoogleTest JSON), compute-sanitizer memcheck
+# and racecheck on the CUDA test binary, the autotuner, and the benchmark (JSON + table).
+#
+#   scripts/device_cuda.sh [all|test|tune|bench|sanitize|profile]...  (default: all; run in that order)
+#
+# Writes under $OUT (default ./device-out): device.log (everything), tests.json, tuning.json,
+# bench.json. Dependencies: when the machine lacks the Debian -dev packages (fmt, nlohmann-json,
+# CLI11, Highway, GoogleTest, OpenBLAS, pkgconf), put their .deb files in .devdeps/ (ignored by
+# git; `apt-get download` them on a Debian 12 host) and carry that folder: they are unpacked
+# with dpkg -x into a private prefix, never into /.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-$ROOT/device-out}
+BUILD=${NVFP4_BUILD_DIR:-/tmp/nvfp4-build-cuda}
+DEPS=/tmp/nvfp4-deps
+STEPS=("$@")
+[ ${#STEPS[@]} -eq 0 ] && STEPS=(all)
+mkdir -p "$OUT"
+LOG="$OUT/device.log"
+exec > >(tee -a "$LOG") 2>&1
+want() { for s in "${STEPS[@]}"; do [ "$s" = all ] || [ "$s" = "$1" ] && return 0; done; return 1; }
+say() { printf '\n=== %s (%s)\n' "$*" "$(date +%H:%M:%S)"; }
+STATUS=0
+
+say "machine"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv 2>&1 | head -3
+export NVFP4_DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
+export NVFP4_COMMIT=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo "uncommitted")
+nvcc --version | tail -1; cmake --version | head -1; echo "commit $NVFP4_COMMIT driver $NVFP4_DRIVER"
+
+say "dependencies"
+if [ -d "$ROOT/.devdeps" ] && ls "$ROOT"/.devdeps/*.deb >/dev/null 2>&1; then
+  mkdir -p "$DEPS"
+  for f in "$ROOT"/.devdeps/*.deb; do dpkg -x "$f" "$DEPS"; done
+  A=$DEPS/usr/lib/x86_64-linux-gnu
+  export CMAKE_PREFIX_PATH=$DEPS/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
+  export LD_LIBRARY_PATH=$A:$A/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export PKG_CONFIG_PATH=$A/openblas-pthread/pkgconfig:$A/pkgconfig
+  export PKG_CONFIG_SYSROOT_DIR=$DEPS  # the .pc files say prefix=/usr
+  command -v pkg-config >/dev/null || export PATH=$DEPS/usr/bin:$PATH
+  # Debian's openblas.pc is an alternatives link into /etc: point it at the unpacked copy.
+  ln -sf "$A/openblas-pthread/pkgconfig/openblas.pc" "$A/pkgconfig/openblas.pc" 2>/dev/null || true
+  echo "unpacked $(ls "$ROOT"/.devdeps/*.deb | wc -l) packages into $DEPS"
+else
+  echo "no .devdeps/: using the system's packages"
+fi
+
+say "configure + build"
+cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNVFP4_CUDA=ON || exit 1
+ninja -C "$BUILD" nvfp4_test_cuda nvfp4_bench_cuda || exit 1
+ninja -C "$BUILD" nvfp4_cli || echo "the nvfp4 CLI did not build (other parts in progress?): tuner runs through nvfp4_bench_cuda --tune"
+TB=$(find "$BUILD" -name nvfp4_test_cuda -type f -perm -u+x | head -1)
+say "SASS check (16-byte weight loads, no local memory)"
+if command -v cuobjdump >/dev/null; then
+  cuobjdump -sass "$TB" > /tmp/sass.txt 2>/dev/null
+  awk '/Function :/ {f=$3} /LDG.E.128.CONSTANT|LDG.E.64.CONSTANT|LDG.E.128|LDL|STL|HMMA/ {
+         for (i=1;i<=NF;i++) if ($i ~ /^(LDG|LDL|STL|HMMA)/) {c[f" "$i]++; break}}
+       END {for (k in c) print c[k], k}' /tmp/sass.txt | grep gemv_nvfp4 | sort -k2 | head -60
+fi
+
+if want test; then
+  say "CUDA tests"
+  "$TB" --gtest_output=json:"$OUT/tests.json" || STATUS=1
+fi
+
+if want tune; then
+  say "autotune"
+  if [ -x "$BUILD/nvfp4" ]; then "$BUILD/nvfp4" tune --out "$OUT/tuning.json" || STATUS=1
+  else "$BUILD/tests/cuda/nvfp4_bench_cuda" --tune "$OUT/tuning.json" || STATUS=1; fi
+fi
+
+if want bench; then
+  say "benchmark (bf16, cold weights, built-in table)"
+  "$BUILD/tests/cuda/nvfp4_bench_cuda" --out "$OUT/bench.json" || STATUS=1
+  if [ -f "$OUT/tuning.json" ]; then
+    say "benchmark with the freshly tuned table"
+    NVFP4_CUDA_TUNING="$OUT/tuning.json" "$BUILD/tests/cuda/nvfp4_bench_cuda" --out "$OUT/bench_tuned.json" \
+      --shapes 1x16384x16384,1x16384x28672,1x151936x2560,1x4096x14336,1x28672x4096,1x4096x512,1x4096x4096 || STATUS=1
+  fi
+  say "benchmark fp16 / fp32 activations (M=1, 16 at one shape)"
+  "$BUILD/tests/cuda/nvfp4_bench_cuda" --dtype f16 --shapes 1x16384x16384,16x16384x16384 || STATUS=1
+  "$BUILD/tests/cuda/nvfp4_bench_cuda" --dtype f32 --shapes 1x16384x16384,16x16384x16384 || STATUS=1
+fi
+if want sanitize; then
+  if command -v compute-sanitizer >/dev/null; then
+    say "compute-sanitizer memcheck"
+    timeout 180 compute-sanitizer --tool memcheck --error-exitcode 3 "$TB" --gtest_brief=1 \
+      --gtest_filter='-CudaGemv.EveryTile*' || { echo "memcheck FAILED rc=$?"; STATUS=1; }
+    say "compute-sanitizer racecheck"
+    timeout 150 compute-sanitizer --tool racecheck --error-exitcode 3 "$TB" --gtest_brief=1 \
+      --gtest_filter='CudaGemv.EveryTile*:CudaGemv.Strided*' || { echo "racecheck FAILED rc=$?"; STATUS=1; }
+  else
+    echo "compute-sanitizer not found"
+  fi
+fi
+if want profile && command -v ncu >/dev/null; then
+  say "ncu: one GEMV launch, M=1 16384x16384 bf16 (clocks left alone)"
+  timeout 120 ncu --clock-control none -k regex:gemv_nvfp4 -c 1 --section SpeedOfLight --section WarpStateStats \
+    --section MemoryWorkloadAnalysis --section Occupancy "$BUILD/tests/cuda/nvfp4_bench_cuda" --warm \
+    --shapes 1x16384x16384 2>&1 | grep -v "^==PROF==" | tail -80
+fi
+say "done, status $STATUS"
+exit $STATUS

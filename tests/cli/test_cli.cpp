@@ -1,0 +1,402 @@
+// tests/cli/test_cli.cpp -- `nvfp4 quantize / dequantize / inspect` end to end on small
+// checkpoints written by the test (with nvfp4's writer and, where available, python's
+// safetensors). Checks the bytes against the library (quantize_group / dequantize), the
+// selection and shared tensor scales, config files, and that every failure exits non-zero
+// with one line on stderr and leaves OUT missing or unchanged.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "io/io_test_util.h"
+#include "nvfp4/checkpoint.h"
+#include "nvfp4/ops.h"
+#include "nvfp4/quantize.h"
+#include "nvfp4/safetensors.h"
+
+namespace nvfp4 {
+namespace {
+
+using json = nlohmann::json;
+using test::TempDir;
+namespace fs = std::filesystem;
+
+std::string cli() {
+  const char* p = std::getenv("NVFP4_CLI");
+  return p ? p : "";
+}
+
+test::CmdResult nvfp4(const std::string& args, const TempDir& d) {
+  return test::run_cmd("'" + cli() + "' " + args, d.path());
+}
+
+// One line, prefixed, on stderr; nothing on stdout.
+void expect_one_line_error(const test::CmdResult& r, const std::string& needle) {
+  EXPECT_NE(r.rc, 0);
+  EXPECT_EQ(r.err.rfind("nvfp4: ", 0), 0u) << r.err;
+  ASSERT_FALSE(r.err.empty());
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "expected exactly one line: " << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+}
+
+Tensor rand_t(DType dt, std::vector<std::int64_t> shape, std::mt19937& rng, float sd) {
+  std::normal_distribution<float> nd(0.0f, sd);
+  Tensor t(dt, std::move(shape));
+  for (std::int64_t i = 0; i < t.numel(); ++i) t.set(i, nd(rng));
+  return t;
+}
+
+const char* st_dtype(DType d) { return d == DType::kF32 ? "F32" : d == DType::kF16 ? "F16" : "BF16"; }
+
+// A tiny llama-like checkpoint folder: 2 layers, q/k/v/o, gate/up/down, norms, embeddings,
+// lm_head, one weight with K % 16 != 0 and one I64 buffer. Sharded with an index.
+struct Model {
+  std::map<std::string, Tensor> t;
+  std::vector<std::uint8_t> i64 = std::vector<std::uint8_t>(16, 3);
+};
+
+Model write_model(const std::string& dir, unsigned seed, DType dt = DType::kBF16) {
+  std::mt19937 rng(seed);
+  Model m;
+  const std::int64_t h = 48, f = 80;
+  m.t["model.embed_tokens.weight"] = rand_t(dt, {40, h}, rng, 1.0f);
+  m.t["lm_head.weight"] = rand_t(dt, {40, h}, rng, 1.0f);
+  m.t["model.norm.weight"] = rand_t(dt, {h}, rng, 1.0f);
+  for (int l = 0; l < 2; ++l) {
+    const std::string p = "model.layers." + std::to_string(l);
+    // Different magnitudes so the shared scale differs from each weight's own.
+    m.t[p + ".self_attn.q_proj.weight"] = rand_t(dt, {h, h}, rng, 0.02f);
+    m.t[p + ".self_attn.k_proj.weight"] = rand_t(dt, {16, h}, rng, 0.05f);
+    m.t[p + ".self_attn.v_proj.weight"] = rand_t(dt, {16, h}, rng, 0.01f);
+    m.t[p + ".self_attn.o_proj.weight"] = rand_t(dt, {h, h}, rng, 0.02f);
+    m.t[p + ".mlp.gate_proj.weight"] = rand_t(dt, {f, h}, rng, 0.03f);
+    m.t[p + ".mlp.up_proj.weight"] = rand_t(dt, {f, h}, rng, 0.01f);
+    m.t[p + ".mlp.down_proj.weight"] = rand_t(dt, {h, f}, rng, 0.02f);
+    m.t[p + ".input_layernorm.weight"] = rand_t(dt, {h}, rng, 1.0f);
+    m.t[p + ".odd_proj.weight"] = rand_t(dt, {8, 20}, rng, 0.02f);  // K % 16 != 0: stays dense
+  }
+  fs::create_directories(dir);
+  std::vector<SafetensorsTensor> a, b;
+  json wm;
+  for (const auto& [n, t] : m.t) {
+    auto& v = (n < "model.layers.1") ? a : b;
+    v.push_back({n, st_dtype(t.dtype), t.shape, t.data(), t.bytes.size()});
+    wm[n] = &v == &a ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+  }
+  a.push_back({"model.rotary.inv_freq_steps", "I64", {2}, m.i64.data(), 16});
+  wm["model.rotary.inv_freq_steps"] = "model-00001-of-00002.safetensors";
+  write_safetensors(dir + "/model-00001-of-00002.safetensors", a);
+  write_safetensors(dir + "/model-00002-of-00002.safetensors", b);
+  test::write_bytes(dir + "/model.safetensors.index.json", json{{"weight_map", wm}}.dump());
+  test::write_bytes(dir + "/config.json", R"({"model_type": "llama", "hidden_size": 48, "torch_dtype": "bfloat16"})");
+  test::write_bytes(dir + "/tokenizer_config.json", R"({"x": 1})");
+  return m;
+}
+
+const std::vector<std::vector<std::string>> kGroups = {
+    {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"},
+    {"self_attn.o_proj"},
+    {"mlp.gate_proj", "mlp.up_proj"},
+    {"mlp.down_proj"}};
+
+class CliQuantize : public ::testing::TestWithParam<Recipe> {};
+
+TEST_P(CliQuantize, MatchesLibraryAndRoundTrips) {
+  ASSERT_FALSE(cli().empty()) << "NVFP4_CLI is not set (tests/CMakeLists.txt sets it)";
+  const Recipe r = GetParam();
+  const unsigned seed = 77u + static_cast<unsigned>(r);
+  SCOPED_TRACE(std::string("format ") + recipe_name(r) + " seed " + std::to_string(seed));
+  TempDir d;
+  const Model m = write_model(d / "in", seed);
+  const auto q = nvfp4("quantize " + d / "in" + " " + d / "out" + " --format " + recipe_name(r) + " --shard-size 20KB", d);
+  ASSERT_EQ(q.rc, 0) << q.err;
+  EXPECT_EQ(q.err, "") << "quiet when stderr is not a terminal";
+  EXPECT_EQ(q.out, "");
+
+  const Checkpoint c(d / "out");
+  EXPECT_EQ(c.layout(), layout_for_recipe(r));
+  EXPECT_GT(c.shard_paths().size(), 1u);
+  std::vector<std::string> want;
+  for (int l = 0; l < 2; ++l)
+    for (const auto& g : kGroups)
+      for (const auto& n : g) want.push_back("model.layers." + std::to_string(l) + "." + n);
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(c.quantized_prefixes(), want);
+
+  // Bit-exact against the library, with the producer's scale sharing.
+  QuantizeOptions qo;
+  qo.recipe = r;
+  for (int l = 0; l < 2; ++l) {
+    for (const auto& g : kGroups) {
+      std::vector<const Tensor*> ws;
+      std::vector<std::string> names;
+      for (const auto& n : g) {
+        names.push_back("model.layers." + std::to_string(l) + "." + n);
+        ws.push_back(&m.t.at(names.back() + ".weight"));
+      }
+      std::vector<QuantizedWeight> ref;
+      if (r == Recipe::kMlx) {  // MLX: one global scale per weight
+        for (std::size_t i = 0; i < ws.size(); ++i) ref.push_back(quantize(*ws[i], qo));
+      } else {
+        ref = quantize_group(ws, names, qo);
+      }
+      for (std::size_t i = 0; i < names.size(); ++i) {
+        SCOPED_TRACE(names[i]);
+        const QuantizedWeight got = c.quantized(names[i]);
+        EXPECT_EQ(got.packed, ref[i].packed);
+        EXPECT_EQ(got.scales, ref[i].scales);
+        EXPECT_EQ(std::memcmp(&got.stored_scale, &ref[i].stored_scale, 4), 0);
+        if (r != Recipe::kMlx && i > 0) {
+          EXPECT_EQ(got.stored_scale, c.quantized(names[0]).stored_scale) << "shared tensor scale";
+        }
+      }
+    }
+  }
+  // Unquantized tensors are copied byte for byte.
+  for (const char* n : {"model.embed_tokens.weight", "lm_head.weight", "model.norm.weight",
+                        "model.layers.0.odd_proj.weight", "model.layers.1.input_layernorm.weight"})
+    EXPECT_EQ(c.dense(n).bytes, m.t.at(n).bytes) << n;
+  const RawTensor i64 = c.raw("model.rotary.inv_freq_steps");
+  EXPECT_EQ(std::vector<std::uint8_t>(i64.data, i64.data + i64.nbytes), m.i64);
+
+  const json cfg = json::parse(test::read_bytes(d / "out/config.json"));
+  EXPECT_EQ(cfg["model_type"], "llama");
+  const json excl = json::array({"lm_head", "model.layers.0.odd_proj", "model.layers.1.odd_proj"});
+  if (r == Recipe::kModelopt) {
+    EXPECT_EQ(cfg["quantization_config"]["exclude_modules"], excl);
+    EXPECT_EQ(json::parse(test::read_bytes(d / "out/hf_quant_config.json"))["quantization"]["exclude_modules"], excl);
+  } else if (r == Recipe::kCompressedTensors) {
+    EXPECT_EQ(cfg["quantization_config"]["ignore"], excl);
+  } else {
+    EXPECT_EQ(cfg["quantization"]["mode"], "nvfp4");
+  }
+  EXPECT_TRUE(fs::exists(d / "out/tokenizer_config.json"));
+
+  // dequantize: each linear equals nvfp4::dequantize of what was written, in the asked dtype.
+  for (const char* dt : {"f32", "bf16"}) {
+    SCOPED_TRACE(dt);
+    const std::string out = d / (std::string("deq_") + dt);
+    const auto dq = nvfp4("dequantize " + d / "out" + " " + out + " --dtype " + dt, d);
+    ASSERT_EQ(dq.rc, 0) << dq.err;
+    EXPECT_EQ(dq.err, "");
+    const Checkpoint dc(out);
+    EXPECT_EQ(dc.layout(), Layout::kDense);
+    EXPECT_EQ(dc.names().size(), m.t.size() + 1);
+    for (const auto& p : want) {
+      const Tensor t = dc.dense(p + ".weight");
+      EXPECT_EQ(t.bytes, dequantize(c.quantized(p), dtype_from_name(dt)).bytes) << p;
+      EXPECT_EQ(t.shape, m.t.at(p + ".weight").shape) << p;
+    }
+    EXPECT_EQ(dc.dense("lm_head.weight").bytes, m.t.at("lm_head.weight").bytes);
+    const json dcfg = json::parse(test::read_bytes(out + "/config.json"));
+    EXPECT_FALSE(dcfg.contains("quantization_config"));
+    EXPECT_FALSE(dcfg.contains("quantization"));
+    EXPECT_EQ(dcfg["hidden_size"], 48);
+    EXPECT_FALSE(fs::exists(out + "/hf_quant_config.json"));
+  }
+
+  // inspect (text and JSON)
+  const auto it = nvfp4("inspect " + d / "out", d);
+  ASSERT_EQ(it.rc, 0) << it.err;
+  EXPECT_NE(it.out.find(std::string("format:     ") + layout_name(c.layout())), std::string::npos) << it.out;
+  EXPECT_NE(it.out.find("model.layers.1.mlp.up_proj  [N=80, K=48]"), std::string::npos) << it.out;
+  const auto ij = nvfp4("inspect --json " + d / "out", d);
+  ASSERT_EQ(ij.rc, 0) << ij.err;
+  const json j = json::parse(ij.out);
+  EXPECT_EQ(j["format"], layout_name(c.layout()));
+  EXPECT_EQ(j["tensors"].size(), c.names().size());
+  ASSERT_EQ(j["quantized"].size(), want.size());
+  for (const auto& l : j["quantized"]) {
+    const QuantizedWeight w = c.quantized(l["prefix"]);
+    EXPECT_EQ(l["stored_scale"].get<float>(), w.stored_scale);
+    EXPECT_EQ(l["blocks"].get<std::int64_t>(), w.n * w.k / 16);
+    std::int64_t sum = 0;
+    for (const auto& h : l["block_scale_histogram"]) sum += h.get<std::int64_t>();
+    EXPECT_EQ(sum, l["blocks"].get<std::int64_t>());
+    EXPECT_LE(l["block_scale_min"].get<float>(), l["block_scale_max"].get<float>());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, CliQuantize,
+                         ::testing::Values(Recipe::kModelopt, Recipe::kCompressedTensors, Recipe::kMlx),
+                         [](const auto& i) {
+                           return std::string(i.param == Recipe::kModelopt            ? "modelopt"
+                                              : i.param == Recipe::kCompressedTensors ? "ct"
+                                                                                      : "mlx");
+                         });
+
+TEST(Cli, ExcludeAndSingleFileOutput) {
+  ASSERT_FALSE(cli().empty());
+  TempDir d;
+  write_model(d / "in", 5, DType::kF16);
+  const auto r = nvfp4("quantize " + d / "in" + " " + d / "o.safetensors --exclude 'layers\\.1\\.' --exclude down_proj "
+                           "--legacy-modelopt",
+                       d);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const Checkpoint c(d / "o.safetensors");
+  EXPECT_EQ(c.quantized_prefixes(),
+            (std::vector<std::string>{"model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj",
+                                      "model.layers.0.self_attn.k_proj", "model.layers.0.self_attn.o_proj",
+                                      "model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.v_proj"}));
+  // --no-default-excludes quantizes lm_head and the embedding too.
+  const auto r2 = nvfp4("quantize " + d / "in" + " " + d / "all.safetensors --no-default-excludes", d);
+  ASSERT_EQ(r2.rc, 0) << r2.err;
+  const Checkpoint c2(d / "all.safetensors");
+  EXPECT_TRUE(std::binary_search(c2.quantized_prefixes().begin(), c2.quantized_prefixes().end(), "lm_head"));
+  EXPECT_TRUE(std::binary_search(c2.quantized_prefixes().begin(), c2.quantized_prefixes().end(), "model.embed_tokens"));
+  const auto h = nvfp4("quantize --help", d);
+  EXPECT_EQ(h.rc, 0);
+  EXPECT_NE(h.out.find("lm_head"), std::string::npos) << "default excludes documented in --help";
+}
+
+TEST(Cli, FailuresExitNonZeroAndLeaveNothing) {
+  ASSERT_FALSE(cli().empty());
+  TempDir d;
+  write_model(d / "in", 9);
+  test::write_bytes(d / "trunc.safetensors", test::read_bytes(d / "in/model-00001-of-00002.safetensors").substr(0, 100));
+  ASSERT_EQ(nvfp4("quantize " + d / "in" + " " + d / "q", d).rc, 0);
+  fs::create_directory(d / "busy");
+  test::write_bytes(d / "busy/x", "x");
+  test::write_bytes(d / "existing.safetensors", "old");
+
+  // A weight with a NaN in the last group processed: quantize fails after writing others.
+  fs::create_directory(d / "nan");
+  std::mt19937 rng(1);
+  Tensor a = rand_t(DType::kF32, {16, 32}, rng, 1.0f), z = rand_t(DType::kF32, {16, 32}, rng, 1.0f);
+  z.set(37, NAN);
+  write_safetensors(d / "nan/model.safetensors", {{"a.weight", "F32", {16, 32}, a.data(), a.bytes.size()},
+                                                  {"z.weight", "F32", {16, 32}, z.data(), z.bytes.size()}});
+  // A quantized checkpoint whose last linear has a NaN block scale.
+  std::vector<std::uint8_t> pk(16 * 16, 0x11), sc(16 * 2, 0x38), bad_sc = sc;
+  bad_sc[5] = 0x7F;
+  const float s2 = 0.5f;
+  write_safetensors(d / "nanscale.safetensors", {{"a.weight", "U8", {16, 16}, pk.data(), pk.size()},
+                                                 {"a.weight_scale", "F8_E4M3", {16, 2}, sc.data(), sc.size()},
+                                                 {"a.weight_scale_2", "F32", {}, &s2, 4},
+                                                 {"b.weight", "U8", {16, 16}, pk.data(), pk.size()},
+                                                 {"b.weight_scale", "F8_E4M3", {16, 2}, bad_sc.data(), bad_sc.size()},
+                                                 {"b.weight_scale_2", "F32", {}, &s2, 4}});
+
+  struct Case {
+    std::string args, out, needle;
+    int rc;
+  };
+  const std::vector<Case> cases = {
+      {"quantize " + d / "missing" + " " + d / "o1", d / "o1", "no such file or folder", 1},
+      {"quantize " + d / "trunc.safetensors " + d / "o2", d / "o2", "runs past the end", 1},
+      {"quantize " + d / "in " + d / "no/parent/o3", d / "no/parent/o3", "is not an existing directory", 1},
+      {"quantize " + d / "in " + d / "busy", d / "busy", "exists and is not empty", 1},
+      {"quantize " + d / "in " + d / "o4 --format int4", d / "o4", "unknown format 'int4'", 1},
+      {"quantize " + d / "in " + d / "o5 --exclude '('", d / "o5", "not a valid regular expression", 1},
+      {"quantize " + d / "in " + d / "o6 --format mlx --legacy-modelopt", d / "o6", "--legacy-modelopt", 1},
+      {"quantize " + d / "in " + d / "o7 --shard-size 5XB", d / "o7", "cannot parse size", 1},
+      {"quantize " + d / "q " + d / "o8", d / "o8", "already quantized (modelopt layout)", 1},
+      {"quantize " + d / "nan " + d / "o9", d / "o9", "NaN", 1},
+      {"quantize " + d / "nan " + d / "existing.safetensors", d / "existing.safetensors", "NaN", 1},
+      {"quantize " + d / "in " + d / "o10 --exclude '.*'", d / "o10", "no weight to quantize", 1},
+      {"dequantize " + d / "in " + d / "o11", d / "o11", "has no NVFP4 weights", 1},
+      {"dequantize " + d / "nanscale.safetensors " + d / "o12", d / "o12", "is NaN (byte 0x7F)", 1},
+      {"dequantize " + d / "q " + d / "o13 --dtype f64", d / "o13", "unknown dtype 'f64'", 1},
+      {"inspect " + d / "nanscale.safetensors", "", "is NaN", 1},
+      {"inspect " + d / "trunc.safetensors", "", "runs past the end", 1},
+      {"quantize " + d / "in", d / "o14", "OUT", 2},
+      {"quantize " + d / "in " + d / "o15 --bogus", d / "o15", "bogus", 2},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.args);
+    const std::string before = c.out.empty() || !fs::is_regular_file(c.out) ? "" : test::read_bytes(c.out);
+    const bool existed = !c.out.empty() && fs::exists(c.out);
+    const auto r = nvfp4(c.args, d);
+    EXPECT_EQ(r.rc, c.rc) << r.err;
+    expect_one_line_error(r, c.needle);
+    if (!c.out.empty()) {
+      EXPECT_EQ(fs::exists(c.out), existed);
+      if (fs::is_regular_file(c.out)) {
+        EXPECT_EQ(test::read_bytes(c.out), before);
+      }
+    }
+    EXPECT_TRUE(test::leftovers(d.path()).empty());
+  }
+  EXPECT_EQ(test::read_bytes(d / "busy/x"), "x");
+}
+
+TEST(CliPython, OfficialReaderAcceptsOutputsAndPythonInputs) {
+  ASSERT_FALSE(cli().empty());
+  TempDir d;
+  const std::string why = test::python_missing(d.path());
+  if (!why.empty()) GTEST_SKIP() << why;
+  // Input written by the official writer.
+  const std::string mk = R"(
+import sys, json, numpy as np
+from safetensors.numpy import save_file
+rng = np.random.default_rng(3)
+t = {"model.embed_tokens.weight": rng.standard_normal((32, 32)).astype(np.float16),
+     "model.layers.0.self_attn.q_proj.weight": (rng.standard_normal((32, 32)) * 0.02).astype(np.float16),
+     "model.layers.0.self_attn.k_proj.weight": (rng.standard_normal((16, 32)) * 0.05).astype(np.float16),
+     "model.layers.0.mlp.down_proj.weight": (rng.standard_normal((32, 64)) * 0.02).astype(np.float32),
+     "model.norm.weight": np.ones(32, np.float16)}
+save_file(t, sys.argv[1] + "/model.safetensors", metadata={"format": "pt"})
+json.dump({"model_type": "llama"}, open(sys.argv[1] + "/config.json", "w"))
+)";
+  fs::create_directory(d / "in");
+  test::write_bytes(d / "mk.py", mk);
+  ASSERT_EQ(test::run_cmd("python3 " + d / "mk.py " + d / "in", d.path()).rc, 0);
+  const std::string check = R"(
+import sys, glob, json, numpy as np
+from safetensors import safe_open
+out, fmt = sys.argv[1], sys.argv[2]
+meta = {}
+for f in sorted(glob.glob(out + "/*.safetensors")):
+    with safe_open(f, framework="np") as h:
+        for k in h.keys():
+            s = h.get_slice(k)
+            meta[k] = (s.get_dtype(), s.get_shape())
+            if s.get_dtype() in ("U8", "U32", "F32", "F16"):
+                h.get_tensor(k)  # loads
+p = "model.layers.0.self_attn.q_proj"
+if fmt == "modelopt":
+    exp = {p + ".weight": ("U8", [32, 16]), p + ".weight_scale": ("F8_E4M3", [32, 2]), p + ".weight_scale_2": ("F32", [])}
+elif fmt == "compressed-tensors":
+    exp = {p + ".weight_packed": ("U8", [32, 16]), p + ".weight_scale": ("F8_E4M3", [32, 2]), p + ".weight_global_scale": ("F32", [1])}
+else:
+    exp = {p + ".weight": ("U32", [32, 4]), p + ".scales": ("U8", [32, 2]), p + ".global_scale": ("F32", [])}
+for k, v in exp.items():
+    assert meta[k] == v, (k, meta.get(k), v)
+assert meta["model.embed_tokens.weight"] == ("F16", [32, 32])
+assert meta["model.layers.0.mlp.down_proj" + (".weight_packed" if fmt == "compressed-tensors" else ".weight")][0] in ("U8", "U32")
+print("ok")
+)";
+  test::write_bytes(d / "check.py", check);
+  for (const char* fmt : {"modelopt", "compressed-tensors", "mlx"}) {
+    SCOPED_TRACE(fmt);
+    const std::string out = d / (std::string("out_") + fmt);
+    const auto q = nvfp4("quantize " + d / "in " + out + " --format " + fmt, d);
+    ASSERT_EQ(q.rc, 0) << q.err;
+    const auto r = test::run_cmd("python3 " + d / "check.py " + out + " " + fmt, d.path());
+    EXPECT_EQ(r.rc, 0) << r.out << r.err;
+    // And the python-read dequantized output is numerically the library's.
+    const auto dq = nvfp4("dequantize " + out + " " + out + "_deq.safetensors --dtype f32", d);
+    ASSERT_EQ(dq.rc, 0) << dq.err;
+    const Checkpoint c(out), dc(out + "_deq.safetensors");
+    const std::string py = "import sys, numpy as np\nfrom safetensors.numpy import load_file\n"
+                           "t = load_file(sys.argv[1])['model.layers.0.mlp.down_proj.weight']\n"
+                           "sys.stdout.write(t.astype('<f4').tobytes().hex())\n";
+    test::write_bytes(d / "dq.py", py);
+    const auto r2 = test::run_cmd("python3 " + d / "dq.py " + out + "_deq.safetensors", d.path());
+    ASSERT_EQ(r2.rc, 0) << r2.err;
+    const Tensor ref = dequantize(c.quantized("model.layers.0.mlp.down_proj"), DType::kF32);
+    std::string hex;
+    for (std::uint8_t b : ref.bytes) {
+      char s[3];
+      std::snprintf(s, sizeof s, "%02x", b);
+      hex += s;
+    }
+    EXPECT_EQ(r2.out, hex);
+  }
+}
+
+}  // namespace
+}  // namespace nvfp4
