@@ -260,11 +260,14 @@ void Checkpoint::Impl::detect_layout() {
 
   for (const auto& p : prefixes) {
     const QuantizedNames qn = quantized_names(layout, p);
+    // MLX's global scale is optional: mlx-lm's QuantizedLinear writes none (tensor scale 1).
+    const bool scale_optional = layout == Layout::kMlx;
     for (const std::string* n : {&qn.packed, &qn.scales, &qn.tensor_scale})
-      if (!where.count(*n)) fail(kOp, err("quantized linear '" + p + "' has no tensor '" + *n + "'"));
+      if (!where.count(*n) && !(scale_optional && n == &qn.tensor_scale))
+        fail(kOp, err("quantized linear '" + p + "' has no tensor '" + *n + "'"));
     quantized_tensors.insert(qn.packed);
     quantized_tensors.insert(qn.scales);
-    quantized_tensors.insert(qn.tensor_scale);
+    if (where.count(qn.tensor_scale)) quantized_tensors.insert(qn.tensor_scale);
     for (const auto& o : qn.optional)
       if (where.count(o)) quantized_tensors.insert(o);
     if (layout == Layout::kMlx && where.count(p + ".biases"))
@@ -351,10 +354,12 @@ QuantizedWeight Checkpoint::quantized(const std::string& p) const {
   if (!std::binary_search(m.prefixes.begin(), m.prefixes.end(), p))
     fail(kOp, m.err("no quantized linear '" + p + "' (" + layout_name(m.layout) + " layout)"));
   const QuantizedNames qn = quantized_names(m.layout, p);
-  const RawTensor pk = raw(qn.packed), sc = raw(qn.scales), ts = raw(qn.tensor_scale);
+  const bool mlx = m.layout == Layout::kMlx;
+  // mlx-lm's QuantizedLinear writes no global scale (tensor scale 1): ScaleConvention::kNone.
+  const bool no_tensor_scale = mlx && !contains(qn.tensor_scale);
+  const RawTensor pk = raw(qn.packed), sc = raw(qn.scales);
   const std::string lin = "quantized linear '" + p + "': ";
 
-  const bool mlx = m.layout == Layout::kMlx;
   const char* want_packed = mlx ? "U32" : "U8";
   if (pk.dtype != want_packed)
     fail(kOp, m.err(lin + "'" + qn.packed + "' has dtype " + pk.dtype + ", expected " + want_packed));
@@ -373,12 +378,15 @@ QuantizedWeight Checkpoint::quantized(const std::string& p) const {
   if (sc.shape != want_sc)
     fail(kOp, m.err(lin + "'" + qn.scales + "' has shape " + shape_str(sc.shape) + ", expected " +
                     shape_str(want_sc) + " for a weight of N=" + std::to_string(w.n) + ", K=" + std::to_string(w.k)));
-  if (ts.dtype != "F32" || numel_of(ts.shape) != 1 || ts.shape.size() > 1)
-    fail(kOp, m.err(lin + "'" + qn.tensor_scale + "' is " + ts.dtype + " " + shape_str(ts.shape) +
-                    ", expected F32 [] or [1]"));
-  float stored;
-  std::memcpy(&stored, ts.data, 4);  // bit-exact: written back unchanged
-  w.convention = convention_of(m.layout);
+  float stored = 1.0f;
+  w.convention = no_tensor_scale ? ScaleConvention::kNone : convention_of(m.layout);
+  if (!no_tensor_scale) {
+    const RawTensor ts = raw(qn.tensor_scale);
+    if (ts.dtype != "F32" || numel_of(ts.shape) != 1 || ts.shape.size() > 1)
+      fail(kOp, m.err(lin + "'" + qn.tensor_scale + "' is " + ts.dtype + " " + shape_str(ts.shape) +
+                      ", expected F32 [] or [1]"));
+    std::memcpy(&stored, ts.data, 4);  // bit-exact: written back unchanged
+  }
   // Zero is this library's all-zero-tensor policy for modelopt/MLX (quantize.h); CT divides
   // by its stored scale, so it must be strictly positive there.
   const bool ok = std::isfinite(stored) && (w.convention == ScaleConvention::kQuant ? stored > 0.0f : stored >= 0.0f);
@@ -580,7 +588,8 @@ void CheckpointWriter::add_dense(const std::string& name, Tensor t) {
 void CheckpointWriter::add_quantized(const std::string& p, QuantizedWeight w) {
   const Layout l = impl_->opts.layout;
   if (l == Layout::kDense) fail(kOp, "writing '" + impl_->out + "': a dense checkpoint cannot hold quantized '" + p + "'");
-  if (w.convention != convention_of(l))
+  const bool mlx_none = l == Layout::kMlx && w.convention == ScaleConvention::kNone;
+  if (w.convention != convention_of(l) && !mlx_none)
     fail(kOp, "writing '" + impl_->out + "': '" + p + "' has the tensor-scale convention of another layout than " +
                   layout_name(l));
   if (w.n <= 0 || w.k <= 0 || w.k % kBlockSize != 0 ||
@@ -591,6 +600,7 @@ void CheckpointWriter::add_quantized(const std::string& p, QuantizedWeight w) {
                   std::to_string(w.scales.size()) + ")");
   const QuantizedNames qn = quantized_names(l, p);
   const std::int64_t n = w.n, k = w.k;
+  const ScaleConvention convention = w.convention;
   std::vector<std::uint8_t> ts(4);
   std::memcpy(ts.data(), &w.stored_scale, 4);
   const std::uint64_t pk_bytes = w.packed.size(), sc_bytes = w.scales.size();
@@ -600,7 +610,7 @@ void CheckpointWriter::add_quantized(const std::string& p, QuantizedWeight w) {
   if (l == Layout::kMlx) {
     impl_->add({qn.packed, "U32", {n, k / 8}, pk, pk_bytes});
     impl_->add({qn.scales, "U8", {n, k / kBlockSize}, sc, sc_bytes});
-    impl_->add({qn.tensor_scale, "F32", {}, tsp, 4});
+    if (convention != ScaleConvention::kNone) impl_->add({qn.tensor_scale, "F32", {}, tsp, 4});
   } else {
     impl_->add({qn.packed, "U8", {n, k / 2}, pk, pk_bytes});
     impl_->add({qn.scales, "F8_E4M3", {n, k / kBlockSize}, sc, sc_bytes});

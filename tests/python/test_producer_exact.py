@@ -117,13 +117,14 @@ class ProducerExact(unittest.TestCase):
         p = subprocess.run([CLI, *args], capture_output=True, text=True)
         self.assertEqual(p.returncode, 0, f"nvfp4 {' '.join(args)} failed: {p.stderr}")
 
-    def check(self, dtype, fmt):
+    def check(self, dtype, fmt, extra=()):
         rng = np.random.default_rng(SEED)
         with tempfile.TemporaryDirectory() as d:
             src, dst, deq = (os.path.join(d, x) for x in ("in", "out", "deq"))
             os.mkdir(src)
             t = make_model(src, dtype, rng)
-            self.run_cli("quantize", src, dst, "--format", fmt)
+            self.run_cli("quantize", src, dst, "--format", fmt, *extra)
+            no_gs = "--mlx-no-global-scale" in extra
             out = st_read_dir(dst)
             for name, w in t.items():
                 prefix = name[: -len(".weight")]
@@ -144,11 +145,13 @@ class ProducerExact(unittest.TestCase):
                     self.assertEqual(got_g.shape, (1,), name)
                     want_g = gs
                 else:
-                    packed, scales, gsc = pr.mlx(w, amax=np.float32(amax))
+                    packed, scales, gsc = pr.mlx(w, amax=np.float32(amax), global_scale=not no_gs)
                     got_p, got_s = out[f"{prefix}.weight"], out[f"{prefix}.scales"]
                     self.assertEqual(got_p.dtype, np.uint32, name)
-                    got_g = out[f"{prefix}.global_scale"]
-                    want_g = gsc
+                    if no_gs:  # mlx-lm layout: no global scale tensor at all
+                        self.assertNotIn(f"{prefix}.global_scale", out)
+                    got_g = out.get(f"{prefix}.global_scale", np.float32(1.0))
+                    want_g = gsc if gsc is not None else np.float32(1.0)
                 seed_note = f"seed={SEED} dtype={np.dtype(dtype).name} format={fmt} tensor={name}"
                 self.assertEqual(got_p.view(np.uint8).reshape(packed.shape).tobytes(), packed.tobytes(), f"packed differs: {seed_note}")
                 self.assertEqual(got_s.view(np.uint8).reshape(scales.shape).tobytes(), scales.tobytes(), f"scales differ: {seed_note}")
@@ -166,7 +169,8 @@ class ProducerExact(unittest.TestCase):
                 ts = np.float32(1.0) / np.float32(out[f"{prefix}.weight_global_scale"][0])
             else:
                 p, s = out[f"{prefix}.weight"].view(np.uint8), out[f"{prefix}.scales"]
-                ts = np.float32(out[f"{prefix}.global_scale"]) / np.float32(2688.0)
+                ts = (np.float32(1.0) if no_gs else
+                      np.float32(out[f"{prefix}.global_scale"]) / np.float32(2688.0))
             p = p.view(np.uint8).reshape(p.shape[0], -1)
             codes = np.stack([p & 15, p >> 4], axis=-1).reshape(p.shape[0], -1)
             lut = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], np.float32)
@@ -189,6 +193,7 @@ class ProducerExact(unittest.TestCase):
         for dt in (ml_dtypes.bfloat16, np.float16, np.float32):
             with self.subTest(dtype=np.dtype(dt).name):
                 self.check(dt, "mlx")
+                self.check(dt, "mlx", ("--mlx-no-global-scale",))
 
 
 if __name__ == "__main__":
