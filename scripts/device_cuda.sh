@@ -27,7 +27,7 @@ STATUS=0
 say "machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv 2>&1 | head -3
 export NVFP4_DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
-export NVFP4_COMMIT=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo "uncommitted")
+export NVFP4_COMMIT=$(git -C "$ROOT" rev-parse -q --verify HEAD 2>/dev/null || echo "none (uncommitted tree)")
 nvcc --version | tail -1; cmake --version | head -1; echo "commit $NVFP4_COMMIT driver $NVFP4_DRIVER"
 
 say "dependencies"

@@ -1,0 +1,301 @@
+// bench/bench_cpu.cpp -- `nvfp4 bench` on the CPU: NVFP4 kernels and a dense bf16 BLAS baseline.
+//
+// Per shape: (1) weights from fresh N(0,1) data (Options::seed) through nvfp4::quantize
+// (modelopt); (2) the CPU kernel is validated against the oracle on a slice (first <= 4 rows of
+// x, first <= 64 rows of W) before any timing; (3) cold rows rotate through distinct copies of
+// the weights totalling >= max(3 x LLC, 512 MiB) (capped at half the free memory), so every call
+// reads its weights from DRAM; hot rows reuse one copy; (4) the streaming-read bandwidth of the
+// same machine is measured in the same run over the same rotation buffers (ceiling_gbps);
+// (5) the dense baseline is oneDNN's bf16 matmul primitive (bf16 x, bf16 W, fp32 out; AMX/
+// AVX512-BF16 where present) on the dequantized weights in bf16, also validated, also cold/hot.
+// Debian's OpenBLAS 0.3.21 is built without BUILD_BFLOAT16 (no cblas_sbgemm symbol in
+// libopenblas.so), so without oneDNN the baseline is OpenBLAS fp32 cblas_sgemm ("openblas_f32").
+// Medians of >= min_reps calls.
+#include <cblas.h>
+#include <unistd.h>
+#if defined(NVFP4_HAVE_DNNL)
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/bench.h"
+#include "kernels/cpu/matmul_cpu.h"
+#include "kernels/cpu/parallel_for.h"
+#include "nvfp4/error.h"
+#include "nvfp4/ops.h"
+#include "nvfp4/quantize.h"
+
+namespace nvfp4::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double now_us() {
+  return std::chrono::duration<double, std::micro>(Clock::now().time_since_epoch()).count();
+}
+
+std::int64_t llc_bytes() {
+  long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (v > 0) return v;
+  std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index3/size");
+  std::string s;
+  if (f >> s && !s.empty()) {
+    std::int64_t mult = 1;
+    if (s.back() == 'K') mult = 1024;
+    if (s.back() == 'M') mult = 1024 * 1024;
+    return std::atoll(s.c_str()) * mult;
+  }
+  return 32ll << 20;
+}
+
+std::int64_t rotation_target_bytes() {
+  std::int64_t want = std::max<std::int64_t>(3 * llc_bytes(), 512ll << 20);
+  const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) want = std::min<std::int64_t>(want, static_cast<std::int64_t>(pages) * page / 2);
+  return want;
+}
+
+// Median/p10/p90 of samples.
+void fill_stats(Row& r) {
+  std::vector<double> s = r.samples_us;
+  std::sort(s.begin(), s.end());
+  auto q = [&](double p) { return s[static_cast<std::size_t>(std::min<double>(s.size() - 1, p * (s.size() - 1) + 0.5))]; };
+  r.us_median = q(0.5);
+  r.us_p10 = q(0.1);
+  r.us_p90 = q(0.9);
+  r.gbps = r.bytes / (r.us_median * 1e3);
+  r.gflops = 2.0 * r.shape.m * r.shape.n * r.shape.k / (r.us_median * 1e3);
+}
+
+template <typename F>
+std::vector<double> time_calls(const Options& o, int copies, F&& call) {
+  for (int i = 0; i < 2; ++i) call(i % copies);  // warm-up (page faults, thread pool)
+  std::vector<double> samples;
+  const double t_start = now_us();
+  int i = 2;
+  while (static_cast<int>(samples.size()) < o.min_reps || now_us() - t_start < o.min_seconds * 1e6) {
+    const double t0 = now_us();
+    call(i++ % copies);
+    samples.push_back(now_us() - t0);
+    if (samples.size() >= 100000) break;
+  }
+  return samples;
+}
+
+// Streaming read of `bytes` bytes at p with every thread (the ceiling the GEMV competes with).
+double stream_read_gbps(const std::uint8_t* p, std::int64_t bytes) {
+  const std::int64_t chunk = 1 << 20, nchunks = bytes / chunk;
+  std::vector<std::uint64_t> sink(static_cast<std::size_t>(nchunks) + 1, 0);
+  std::vector<double> gb;
+  for (int rep = 0; rep < 5; ++rep) {
+    const double t0 = now_us();
+    cpu::parallel_for(nchunks, [&](std::int64_t c) {
+      const std::uint64_t* q = reinterpret_cast<const std::uint64_t*>(p + c * chunk);
+      std::uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
+      for (std::int64_t i = 0; i < chunk / 8; i += 8) {
+        a0 += q[i]; a1 += q[i + 1]; a2 += q[i + 2]; a3 += q[i + 3];
+        a4 += q[i + 4]; a5 += q[i + 5]; a6 += q[i + 6]; a7 += q[i + 7];
+      }
+      sink[static_cast<std::size_t>(c)] = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
+    });
+    const double us = now_us() - t0;
+    gb.push_back(static_cast<double>(nchunks * chunk) / (us * 1e3));
+  }
+  std::uint64_t acc = 0;
+  for (auto v : sink) acc += v;
+  if (acc == 0x5eed) gb.push_back(0);  // keeps the reads observable
+  std::sort(gb.begin(), gb.end());
+  return gb[gb.size() / 2];
+}
+
+// max |y - ref| / max |ref| over the slice (rows < ms, cols < ns).
+double rel_err(const std::vector<float>& got, std::int64_t got_stride, const std::vector<float>& ref,
+               std::int64_t ms, std::int64_t ns) {
+  double num = 0, den = 1e-30;
+  for (std::int64_t i = 0; i < ms; ++i)
+    for (std::int64_t j = 0; j < ns; ++j) {
+      const double g = got[static_cast<std::size_t>(i * got_stride + j)], r = ref[static_cast<std::size_t>(i * ns + j)];
+      num = std::max(num, std::isfinite(g) ? std::fabs(g - r) : INFINITY);
+      den = std::max(den, std::fabs(r));
+    }
+  return num / den;
+}
+
+}  // namespace
+
+std::vector<Row> run_cpu(const Options& o) {
+  std::vector<Row> rows;
+  const int threads = cpu::num_threads();
+  openblas_set_num_threads(threads);
+  std::uint64_t seed = o.seed;
+  double run_ceiling = 0;
+  for (const Shape& s : o.shapes) {
+    if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.k % 16 != 0)
+      fail("bench", "CPU shape M=" + std::to_string(s.m) + " N=" + std::to_string(s.n) + " K=" +
+                        std::to_string(s.k) + " is invalid (positive, K a multiple of 16)");
+    std::mt19937_64 rng(seed++);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    // Weights: fresh normal data, quantized by the library (modelopt recipe).
+    QuantizedWeight qw;
+    {
+      Tensor wf(DType::kF32, {s.n, s.k});
+      float* p = static_cast<float*>(wf.data());
+      for (std::int64_t i = 0; i < s.n * s.k; ++i) p[i] = nd(rng);
+      qw = quantize(wf);
+    }
+    Tensor x(o.dtype, {s.m, s.k});
+    for (std::int64_t i = 0; i < s.m * s.k; ++i) x.set(i, nd(rng));
+
+    // Rotation copies of packed+scales, contiguous.
+    const std::int64_t pbytes = static_cast<std::int64_t>(qw.packed.size()), sbytes = static_cast<std::int64_t>(qw.scales.size());
+    const std::int64_t wbytes = pbytes + sbytes;
+    const std::int64_t rot = rotation_target_bytes();
+    const int copies = o.cold ? static_cast<int>(std::max<std::int64_t>(2, (rot + wbytes - 1) / wbytes)) : 1;
+    std::vector<std::uint8_t> pool(static_cast<std::size_t>(wbytes * copies));
+    cpu::parallel_for(copies, [&](std::int64_t c) {
+      std::memcpy(pool.data() + c * wbytes, qw.packed.data(), static_cast<std::size_t>(pbytes));
+      std::memcpy(pool.data() + c * wbytes + pbytes, qw.scales.data(), static_cast<std::size_t>(sbytes));
+    });
+    auto wview = [&](int c) {
+      return WeightView{pool.data() + c * wbytes, pool.data() + c * wbytes + pbytes, qw.tensor_scale(), s.n, s.k};
+    };
+    // The read ceiling over the rotation buffers themselves; when they are smaller than the
+    // rotation target (hot-only runs), over a dedicated buffer of that size, once per run.
+    double ceiling;
+    if (static_cast<std::int64_t>(pool.size()) >= rot) {
+      ceiling = stream_read_gbps(pool.data(), static_cast<std::int64_t>(pool.size()));
+    } else {
+      if (run_ceiling == 0) {
+        std::vector<std::uint8_t> buf(static_cast<std::size_t>(rot));
+        cpu::parallel_for(rot >> 20, [&](std::int64_t c) { std::memset(buf.data() + (c << 20), static_cast<int>(c), 1 << 20); });
+        run_ceiling = stream_read_gbps(buf.data(), rot);
+      }
+      ceiling = run_ceiling;
+    }
+
+    // Oracle on a slice: first ms rows of x against the first ns rows of W.
+    const std::int64_t ms = std::min<std::int64_t>(s.m, 4), ns = std::min<std::int64_t>(s.n, 64);
+    std::vector<float> ref(static_cast<std::size_t>(ms * ns));
+    {
+      Tensor xs(DType::kF32, {ms, s.k});
+      for (std::int64_t i = 0; i < ms * s.k; ++i) xs.set(i, x.get(i));
+      WeightView wv = wview(0);
+      wv.n = ns;
+      Tensor ys(DType::kF32, {ms, ns});
+      // The oracle in the activation dtype, widened: the kernels' outputs are in that dtype.
+      Tensor xsd(o.dtype, {ms, s.k});
+      std::memcpy(xsd.data(), x.data(), xsd.bytes.size());
+      Tensor ysd(o.dtype, {ms, ns});
+      quantized_matmul_ref(MatrixView{xsd.data(), o.dtype, ms, s.k, s.k}, wv,
+                           MatrixView{ysd.data(), o.dtype, ms, ns, ns});
+      for (std::int64_t i = 0; i < ms * ns; ++i) ref[static_cast<std::size_t>(i)] = ysd.get(i);
+    }
+
+    // --- NVFP4 on the CPU kernels ---
+    Tensor y(o.dtype, {s.m, s.n});
+    const MatrixView xv{x.data(), o.dtype, s.m, s.k, s.k}, yv{y.data(), o.dtype, s.m, s.n, s.n};
+    quantized_matmul(xv, wview(0), yv, Backend::kCpu);
+    std::vector<float> got(static_cast<std::size_t>(ms * s.n));
+    for (std::int64_t i = 0; i < ms * s.n; ++i) got[static_cast<std::size_t>(i)] = y.get(i);
+    const double err = rel_err(got, s.n, ref, ms, ns);
+    for (bool cold : {true, false}) {
+      if (cold && !o.cold) continue;
+      Row r;
+      r.backend = "cpu";
+      r.kernel = cpu::cpu_kernel_name(s.m, o.dtype);
+      r.variant = "nvfp4";
+      r.shape = s;
+      r.dtype = o.dtype;
+      r.cold = cold;
+      r.bytes = nvfp4_matmul_bytes(s, o.dtype);
+      r.ceiling_gbps = ceiling;
+      r.max_rel_err = err;
+      r.validated = err <= 1e-2;
+      r.samples_us = time_calls(o, cold ? copies : 1, [&](int c) { quantized_matmul(xv, wview(c), yv, Backend::kCpu); });
+      fill_stats(r);
+      rows.push_back(std::move(r));
+    }
+    pool.clear();
+    pool.shrink_to_fit();
+
+    // --- dense baseline on the dequantized weights ---
+    {
+#if defined(NVFP4_HAVE_DNNL)
+      const DType bdt = DType::kBF16;
+      const char* variant = "onednn_bf16";
+      const char* kname = "dnnl::matmul bf16:bf16:f32";
+#else
+      const DType bdt = DType::kF32;
+      const char* variant = "openblas_f32";
+      const char* kname = "cblas_sgemm";
+#endif
+      const Tensor wd = dequantize(qw, bdt);
+      Tensor xd(bdt, {s.m, s.k});
+      for (std::int64_t i = 0; i < s.m * s.k; ++i) xd.set(i, x.get(i));
+      const std::int64_t dbytes = static_cast<std::int64_t>(wd.bytes.size());
+      const int dcopies = o.cold ? static_cast<int>(std::max<std::int64_t>(2, (rot + dbytes - 1) / dbytes)) : 1;
+      std::vector<std::uint8_t> dpool(static_cast<std::size_t>(dbytes * dcopies));
+      cpu::parallel_for(dcopies, [&](std::int64_t c) {
+        std::memcpy(dpool.data() + c * dbytes, wd.bytes.data(), static_cast<std::size_t>(dbytes));
+      });
+      std::vector<float> yd(static_cast<std::size_t>(s.m * s.n));
+#if defined(NVFP4_HAVE_DNNL)
+      using dnnl::memory;
+      dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+      dnnl::stream strm(eng);
+      const memory::desc a_md({s.m, s.k}, memory::data_type::bf16, memory::format_tag::ab);
+      const memory::desc b_md({s.k, s.n}, memory::data_type::bf16, memory::format_tag::ba);  // W[N][K]
+      const memory::desc c_md({s.m, s.n}, memory::data_type::f32, memory::format_tag::ab);
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), eng);
+      const dnnl::matmul prim(pd);
+      memory a_mem(a_md, eng, xd.data()), b_mem(b_md, eng, dpool.data()), c_mem(c_md, eng, yd.data());
+      auto call = [&](int c) {
+        b_mem.set_data_handle(dpool.data() + c * dbytes);
+        prim.execute(strm, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});
+        strm.wait();
+      };
+#else
+      auto call = [&](int c) {
+        const float* b = reinterpret_cast<const float*>(dpool.data() + c * dbytes);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(s.m), static_cast<blasint>(s.n),
+                    static_cast<blasint>(s.k), 1.0f, static_cast<const float*>(xd.data()), static_cast<blasint>(s.k), b,
+                    static_cast<blasint>(s.k), 0.0f, yd.data(), static_cast<blasint>(s.n));
+      };
+#endif
+      call(0);
+      // bf16 x (rounded from a wider run dtype) times the dequantized weights in bf16: compare
+      // with the oracle at 2^-6 relative.
+      const double derr = rel_err(yd, s.n, ref, ms, ns);
+      for (bool cold : {true, false}) {
+        if (cold && !o.cold) continue;
+        Row r;
+        r.backend = "cpu";
+        r.kernel = kname;
+        r.variant = variant;
+        r.shape = s;
+        r.dtype = bdt;
+        r.cold = cold;
+        r.bytes = static_cast<double>(dbytes) + static_cast<double>(s.m) * s.k * dtype_size(bdt) +
+                  static_cast<double>(s.m) * s.n * 4;
+        r.ceiling_gbps = ceiling;
+        r.max_rel_err = derr;
+        r.validated = derr <= 1.0 / 64;
+        r.samples_us = time_calls(o, cold ? dcopies : 1, call);
+        fill_stats(r);
+        rows.push_back(std::move(r));
+      }
+    }
+  }
+  return rows;
+}
+
+}  // namespace nvfp4::bench

@@ -1,0 +1,308 @@
+// bench/bench_cuda.cu -- the CUDA rows of `nvfp4 bench`: the NVFP4 GEMV through the public
+// device API, and cuBLAS bf16 at the same shape in the same run.
+//
+// Per shape: (1) validate the GPU result against the oracle (quantized_matmul_ref on the first
+// and last 256 output columns, random weights and activations); (2) rotate through distinct
+// weight copies totalling >= 256 MiB (> 3x the 60 MB L2) so every call streams from HBM
+// (cold=false: one copy); (3) per-call time: CUDA events around one public-API call, synced
+// each time, so host validation + launch + kernel are all in (us_median/p10/p90, samples_us);
+// (4) kernel time without launch gaps: the same calls captured in a CUDA graph, replayed,
+// time / calls (us_graph). cuBLAS bf16 (cublasGemmEx, fp32 compute) gets the same treatment.
+// ceiling_gbps: a 1 GiB device-to-device copy in the same run (bytes read + written).
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/bench.h"
+#include "kernels/cuda/gemv_nvfp4_sm90.h"
+#include "kernels/cuda/matmul_cuda.h"
+#include "nvfp4/cuda.h"
+#include "nvfp4/error.h"
+#include "nvfp4/format.h"
+#include "nvfp4/ops.h"
+
+namespace nvfp4::bench {
+namespace {
+
+void ck(cudaError_t e, const std::string& what) {
+  if (e != cudaSuccess) fail("bench", "cuda: " + what + ": " + cudaGetErrorString(e));
+}
+void ckb(cublasStatus_t s, const std::string& what) {
+  if (s != CUBLAS_STATUS_SUCCESS) fail("bench", "cublas: " + what + " failed (status " + std::to_string(s) + ")");
+}
+
+__device__ __forceinline__ std::uint64_t mix(std::uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// kind 0: random bytes; 1: E4M3 scales in [2^-3, ~30] (no NaN); 2: bf16 uniform in (-1, 1).
+__global__ void fill_random(std::uint8_t* p, std::size_t bytes, std::uint64_t seed, int kind) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < bytes / 2;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const std::uint64_t h = mix(seed * 0x100000001B3ull + i);
+    std::uint16_t v;
+    if (kind == 0) {
+      v = static_cast<std::uint16_t>(h);
+    } else if (kind == 1) {
+      v = static_cast<std::uint16_t>((0x20 + h % 0x30) | ((0x20 + (h >> 16) % 0x30) << 8));
+    } else {
+      const float f = static_cast<float>(static_cast<std::int64_t>(h >> 40) - (1 << 23)) / static_cast<float>(1 << 23);
+      v = f32_to_bf16(f);
+    }
+    reinterpret_cast<std::uint16_t*>(p)[i] = v;
+  }
+}
+
+struct Buf {
+  void* p = nullptr;
+  explicit Buf(std::size_t b) { ck(cudaMalloc(&p, std::max<std::size_t>(b, 16)), "cudaMalloc " + std::to_string(b)); }
+  ~Buf() { cudaFree(p); }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+};
+
+void fill(void* p, std::size_t bytes, std::uint64_t seed, int kind) {
+  fill_random<<<1024, 256>>>(static_cast<std::uint8_t*>(p), bytes, seed, kind);
+  ck(cudaGetLastError(), "fill");
+}
+
+double quant(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double pos = q * (v.size() - 1);
+  const std::size_t i = static_cast<std::size_t>(pos);
+  return i + 1 < v.size() ? v[i] + (pos - i) * (v[i + 1] - v[i]) : v[i];
+}
+
+// Times `call(i)` (i = rotation index): per call with sync, then inside a graph.
+template <class F>
+void time_calls(Row& row, const Options& opts, std::size_t copies, cudaStream_t st, F call) {
+  cudaEvent_t e0, e1;
+  ck(cudaEventCreate(&e0), "event");
+  ck(cudaEventCreate(&e1), "event");
+  for (int i = 0; i < 3; ++i) call(static_cast<std::size_t>(i) % copies);  // warm-up
+  ck(cudaStreamSynchronize(st), "warm-up");
+  std::vector<double> us;
+  double spent = 0;
+  for (int i = 0; (i < opts.min_reps || spent < opts.min_seconds * 1e6) && i < 5000; ++i) {
+    ck(cudaEventRecord(e0, st), "record");
+    call(static_cast<std::size_t>(i) % copies);
+    ck(cudaEventRecord(e1, st), "record");
+    ck(cudaEventSynchronize(e1), "sync");
+    float ms = 0;
+    ck(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
+    us.push_back(ms * 1000.0);
+    spent += ms * 1000.0 + 5.0;  // + host round trip
+  }
+  row.samples_us = us;
+  row.us_median = quant(us, 0.5);
+  row.us_p10 = quant(us, 0.1);
+  row.us_p90 = quant(us, 0.9);
+  // Graph: back-to-back calls over the rotation, no launch gaps.
+  const int per_graph = static_cast<int>(std::max<std::size_t>(copies, 20));
+  cudaGraph_t graph;
+  ck(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "capture");
+  for (int i = 0; i < per_graph; ++i) call(static_cast<std::size_t>(i) % copies);
+  ck(cudaStreamEndCapture(st, &graph), "end capture");
+  cudaGraphExec_t exec;
+  ck(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+  ck(cudaGraphLaunch(exec, st), "graph warm-up");
+  std::vector<double> g;
+  for (int r = 0; r < 7; ++r) {
+    ck(cudaEventRecord(e0, st), "record");
+    ck(cudaGraphLaunch(exec, st), "graph launch");
+    ck(cudaEventRecord(e1, st), "record");
+    ck(cudaEventSynchronize(e1), "sync");
+    float ms = 0;
+    ck(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
+    g.push_back(ms * 1000.0 / per_graph);
+  }
+  row.us_graph = quant(g, 0.5);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+}
+
+double copy_ceiling_gbps() {
+  const std::size_t bytes = std::size_t{1} << 30;
+  Buf a(bytes), b(bytes);
+  fill(a.p, bytes, 7, 0);
+  cudaEvent_t e0, e1;
+  ck(cudaEventCreate(&e0), "event");
+  ck(cudaEventCreate(&e1), "event");
+  ck(cudaMemcpy(b.p, a.p, bytes, cudaMemcpyDeviceToDevice), "copy warm-up");
+  std::vector<double> t;
+  for (int i = 0; i < 5; ++i) {
+    ck(cudaEventRecord(e0), "record");
+    ck(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice), "copy");
+    ck(cudaEventRecord(e1), "record");
+    ck(cudaEventSynchronize(e1), "sync");
+    float ms = 0;
+    ck(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
+    t.push_back(ms);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return 2.0 * bytes / (quant(t, 0.5) * 1e6);
+}
+
+}  // namespace
+
+std::vector<Row> run_cuda(const Options& opts) {
+  if (!cuda::available()) fail("bench", "backend cuda: no usable CUDA device (need compute capability 9.0)");
+  std::vector<Row> rows;
+  const double ceiling = copy_ceiling_gbps();
+  cudaStream_t st;
+  ck(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
+  cublasHandle_t blas;
+  ckb(cublasCreate(&blas), "create");
+  ckb(cublasSetStream(blas, st), "set stream");
+  std::mt19937_64 rng(opts.seed);
+  const DType dt = opts.dtype;
+  const int es = dtype_size(dt);
+  const std::size_t target = std::size_t{256} << 20;
+
+  for (const Shape& s : opts.shapes) {
+    if (s.k % kBlockSize != 0 || s.k <= 0 || s.n <= 0 || s.m <= 0)
+      fail("bench", "shape M=" + std::to_string(s.m) + " N=" + std::to_string(s.n) + " K=" + std::to_string(s.k) +
+                        ": need positive sizes and K a multiple of 16");
+    const std::size_t pb = static_cast<std::size_t>(s.n) * s.k / 2, sb = static_cast<std::size_t>(s.n) * s.k / 16;
+    const std::size_t copies = opts.cold ? std::max<std::size_t>(1, (target + pb + sb - 1) / (pb + sb)) : 1;
+    std::vector<std::unique_ptr<Buf>> wp, ws;
+    for (std::size_t c = 0; c < copies; ++c) {
+      wp.push_back(std::make_unique<Buf>(pb));
+      ws.push_back(std::make_unique<Buf>(sb));
+      fill(wp.back()->p, pb, opts.seed * 1000 + 2 * c, 0);
+      fill(ws.back()->p, sb, opts.seed * 1000 + 2 * c + 1, 1);
+    }
+    // The fills run on the legacy stream; `st` is non-blocking and would not wait for them
+    // (found on H200: a GEMV read half-filled weights).
+    ck(cudaDeviceSynchronize(), "fill");
+    // Activations: random in [-1, 1) in the bench dtype.
+    Tensor hx(dt, {s.m, s.k});
+    std::uniform_real_distribution<float> U(-1.0f, 1.0f);
+    for (std::int64_t i = 0; i < hx.numel(); ++i) hx.set(i, U(rng));
+    Buf dx(hx.bytes.size()), dy(static_cast<std::size_t>(s.m) * s.n * es);
+    ck(cudaMemcpy(dx.p, hx.data(), hx.bytes.size(), cudaMemcpyHostToDevice), "copy x");
+    const float ts = 0.0123f;
+    auto wview = [&](std::size_t c) {
+      return WeightView{static_cast<const std::uint8_t*>(wp[c]->p), static_cast<const std::uint8_t*>(ws[c]->p), ts,
+                        s.n, s.k};
+    };
+    const MatrixView xv{dx.p, dt, s.m, s.k, s.k};
+    const MatrixView yv{dy.p, dt, s.m, s.n, s.n};
+
+    Row r;
+    r.backend = "cuda";
+    r.variant = "nvfp4";
+    r.shape = s;
+    r.dtype = dt;
+    r.cold = opts.cold;
+    r.bytes = nvfp4_matmul_bytes(s, dt);
+    r.ceiling_gbps = ceiling;
+    {
+      // Validate first: poisoned output, full GPU run, oracle on the first/last columns.
+      std::vector<std::uint8_t> nan(static_cast<std::size_t>(s.m) * s.n * es, 0xFF);
+      ck(cudaMemcpy(dy.p, nan.data(), nan.size(), cudaMemcpyHostToDevice), "poison");
+      // A pageable cudaMemcpy may return before its DMA lands, and `st` does not wait for the
+      // legacy stream (found on H200: the poison overwrote a finished result).
+      ck(cudaDeviceSynchronize(), "poison");
+      std::string kname;
+      cuda::quantized_matmul_tile(xv, wview(0), yv, st, nullptr, &kname);
+      r.kernel = kname;
+      ck(cudaStreamSynchronize(st), "validation run");
+      Tensor hy(dt, {s.m, s.n});
+      ck(cudaMemcpy(hy.data(), dy.p, hy.bytes.size(), cudaMemcpyDeviceToHost), "copy y");
+      const std::int64_t part = std::min<std::int64_t>(s.n, 256);
+      double max_err = 0, max_ref = 0;
+      bool finite = true;
+      for (std::int64_t n0 : {std::int64_t{0}, s.n - part}) {
+        std::vector<std::uint8_t> hp(static_cast<std::size_t>(part) * s.k / 2), hs(static_cast<std::size_t>(part) * s.k / 16);
+        ck(cudaMemcpy(hp.data(), static_cast<std::uint8_t*>(wp[0]->p) + n0 * s.k / 2, hp.size(), cudaMemcpyDeviceToHost), "copy w");
+        ck(cudaMemcpy(hs.data(), static_cast<std::uint8_t*>(ws[0]->p) + n0 * s.k / 16, hs.size(), cudaMemcpyDeviceToHost), "copy s");
+        Tensor ref(DType::kF32, {s.m, part}), xf(DType::kF32, {s.m, s.k});  // xf: exact fp32 copy of x
+        for (std::int64_t i = 0; i < xf.numel(); ++i) xf.set(i, hx.get(i));
+        quantized_matmul_ref(MatrixView{xf.data(), DType::kF32, s.m, s.k, s.k},
+                             WeightView{hp.data(), hs.data(), ts, part, s.k},
+                             MatrixView{ref.data(), DType::kF32, s.m, part, part});
+        for (std::int64_t m = 0; m < s.m; ++m)
+          for (std::int64_t j = 0; j < part; ++j) {
+            const double a = hy.get(m * s.n + n0 + j), b = ref.get(m * part + j);
+            if (!std::isfinite(a) && finite) {
+              std::fprintf(stderr, "bench: first non-finite output y[%ld,%ld] = %g (oracle %g)\n", static_cast<long>(m),
+                           static_cast<long>(n0 + j), a, b);
+              finite = false;
+            }
+            max_err = std::max(max_err, std::fabs(a - b));
+            max_ref = std::max(max_ref, std::fabs(b));
+          }
+      }
+      r.max_rel_err = max_ref > 0 ? max_err / max_ref : max_err;
+      // Output rounding dominates: bf16 2^-8, fp16 2^-11 relative; fp32 sums ~1e-6.
+      const double tol = dt == DType::kBF16 ? 1e-2 : (dt == DType::kF16 ? 2e-3 : 1e-5);
+      r.validated = finite && r.max_rel_err <= tol;
+      if (!r.validated)
+        fail("bench", "cuda nvfp4 result does not match the oracle at M=" + std::to_string(s.m) + " N=" +
+                          std::to_string(s.n) + " K=" + std::to_string(s.k) + " (max rel err " +
+                          std::to_string(r.max_rel_err) + ")");
+    }
+    time_calls(r, opts, copies, st, [&](std::size_t c) { cuda::quantized_matmul(xv, wview(c), yv, st); });
+    r.gbps = r.bytes / r.us_median / 1e3;  // bench.h: bytes / us_median (graph GB/s = bytes / us_graph)
+    r.gflops = 2.0 * s.m * s.n * s.k / r.us_median / 1e3;
+    rows.push_back(r);
+    wp.clear();
+    ws.clear();
+
+    // cuBLAS bf16 dense baseline at the same shape, same rotation rule.
+    Row b;
+    b.backend = "cuda";
+    b.kernel = "cublasGemmEx";
+    b.variant = "cublas_bf16";
+    b.shape = s;
+    b.dtype = DType::kBF16;
+    b.cold = opts.cold;
+    const std::size_t wb = static_cast<std::size_t>(s.n) * s.k * 2;
+    b.bytes = wb + 2.0 * s.m * s.k + 2.0 * s.m * s.n;
+    b.ceiling_gbps = ceiling;
+    const std::size_t bcopies = opts.cold ? std::max<std::size_t>(1, (target + wb - 1) / wb) : 1;
+    std::vector<std::unique_ptr<Buf>> bw;
+    for (std::size_t c = 0; c < bcopies; ++c) {
+      bw.push_back(std::make_unique<Buf>(wb));
+      fill(bw.back()->p, wb, opts.seed * 7777 + c, 2);
+    }
+    Buf bx(static_cast<std::size_t>(s.m) * s.k * 2), by(static_cast<std::size_t>(s.m) * s.n * 2);
+    fill(bx.p, static_cast<std::size_t>(s.m) * s.k * 2, opts.seed * 31, 2);
+    ck(cudaDeviceSynchronize(), "fill");
+    const float alpha = 1.0f, beta = 0.0f;
+    auto gemm = [&](std::size_t c) {
+      // y[M,N] = x[M,K] . W[N,K]^T in column-major terms: Y^T (N x M) = W (op T of K x N) . X^T (K x M).
+      ckb(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(s.n), static_cast<int>(s.m),
+                       static_cast<int>(s.k), &alpha, bw[c]->p, CUDA_R_16BF, static_cast<int>(s.k), bx.p, CUDA_R_16BF,
+                       static_cast<int>(s.k), &beta, by.p, CUDA_R_16BF, static_cast<int>(s.n), CUBLAS_COMPUTE_32F,
+                       CUBLAS_GEMM_DEFAULT),
+          "gemm");
+    };
+    gemm(0);
+    ck(cudaStreamSynchronize(st), "cublas run");
+    b.validated = true;  // cuBLAS is the reference library here; its output is not checked
+    time_calls(b, opts, bcopies, st, gemm);
+    b.gbps = b.bytes / b.us_median / 1e3;
+    b.gflops = 2.0 * s.m * s.n * s.k / b.us_median / 1e3;
+    rows.push_back(b);
+  }
+  cublasDestroy(blas);
+  cudaStreamDestroy(st);
+  return rows;
+}
+
+}  // namespace nvfp4::bench

@@ -1,0 +1,207 @@
+// bench/compare.cpp -- interleaved A/B sampling, in process or against another build's
+// `bench --serve` child. See compare.h for the protocol.
+#include "bench/compare.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "bench/machine.h"
+#include "nvfp4/error.h"
+
+namespace nvfp4::bench {
+
+EngineSampler::EngineSampler(std::unique_ptr<ReplayEngine> e, int reps, std::string name)
+    : e_(std::move(e)), reps_(std::max(1, reps)), name_(std::move(name)) {}
+
+double EngineSampler::sample_us() {
+  std::vector<double> t;
+  for (int i = 0; i < reps_; ++i) {
+    double l = 0, r = 0;
+    e_->run(&l, &r);
+    t.push_back(l + r);
+  }
+  return median(t);
+}
+
+VariantSpec parse_variant(const std::string& s) {
+  std::vector<std::string> words;
+  std::string cur;
+  bool have = false;
+  char quote = 0;
+  for (char c : s) {
+    if (quote) {
+      if (c == quote) quote = 0;
+      else cur += c;
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+      have = true;
+    } else if (c == ' ' || c == '\t') {
+      if (have || !cur.empty()) words.push_back(cur);
+      cur.clear();
+      have = false;
+    } else {
+      cur += c;
+    }
+  }
+  if (quote) fail("compare", "variant '" + s + "': unclosed quote");
+  if (have || !cur.empty()) words.push_back(cur);
+  VariantSpec v;
+  std::size_t i = 0;
+  for (; i < words.size() && words[i].find('=') != std::string::npos && words[i][0] != '-'; ++i) v.env.push_back(words[i]);
+  if (i == words.size()) fail("compare", "variant '" + s + "' names no binary (expected \"[KEY=VAL ...] BIN [args]\")");
+  v.binary = words[i] == "self" ? "/proc/self/exe" : words[i];
+  v.args.assign(words.begin() + static_cast<std::ptrdiff_t>(i) + 1, words.end());
+  return v;
+}
+
+ProcessSampler::ProcessSampler(const std::string& variant, const std::vector<std::string>& workload, int reps)
+    : variant_(variant), reps_(std::max(1, reps)) {
+  const VariantSpec spec = parse_variant(variant);
+  std::vector<std::string> argv{spec.binary, "bench", "--serve"};
+  argv.insert(argv.end(), workload.begin(), workload.end());
+  argv.insert(argv.end(), spec.args.begin(), spec.args.end());
+  // /proc/self/exe must be resolved here: in the child it would name the child's image anyway,
+  // but exec needs a path that exists for the error message to be useful.
+  if (spec.binary == "/proc/self/exe") {
+    char buf[4096];
+    const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n > 0) argv[0].assign(buf, static_cast<std::size_t>(n));
+  }
+  if (access(argv[0].c_str(), X_OK) != 0)
+    fail("compare", "variant '" + variant + "': '" + argv[0] + "' is not an executable file");
+  int in_pipe[2], out_pipe[2];
+  if (pipe(in_pipe) != 0 || pipe(out_pipe) != 0) fail("compare", std::string("pipe: ") + std::strerror(errno));
+  pid_ = fork();
+  if (pid_ < 0) fail("compare", std::string("fork: ") + std::strerror(errno));
+  if (pid_ == 0) {
+    dup2(in_pipe[0], 0);
+    dup2(out_pipe[1], 1);
+    close(in_pipe[0]);
+    close(in_pipe[1]);
+    close(out_pipe[0]);
+    close(out_pipe[1]);
+    for (const auto& kv : spec.env) putenv(const_cast<char*>(kv.c_str()));
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+    cargv.push_back(nullptr);
+    execv(cargv[0], cargv.data());
+    std::fprintf(stderr, "nvfp4 compare: exec %s failed: %s\n", cargv[0], std::strerror(errno));
+    _exit(127);
+  }
+  close(in_pipe[0]);
+  close(out_pipe[1]);
+  to_ = fdopen(in_pipe[1], "w");
+  from_ = fdopen(out_pipe[0], "r");
+  ready_ = read_line();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(ready_);
+  } catch (const nlohmann::json::exception&) {
+    fail("compare", "variant '" + variant + "': child did not answer with a ready line (got '" + ready_ + "')");
+  }
+  if (!j.value("ready", false)) fail("compare", "variant '" + variant + "': child not ready: " + ready_);
+}
+
+std::string ProcessSampler::read_line() {
+  std::string line;
+  int c;
+  while ((c = std::fgetc(from_)) != EOF && c != '\n') line += static_cast<char>(c);
+  if (c == EOF && line.empty()) {
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    fail("compare", fmt::format("variant '{}': child exited (status {}) before answering; its stderr says why",
+                                variant_, WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+  }
+  return line;
+}
+
+double ProcessSampler::sample_us() {
+  std::fprintf(to_, "run %d\n", reps_);
+  std::fflush(to_);
+  const std::string line = read_line();
+  try {
+    const auto j = nlohmann::json::parse(line);
+    return median(j.at("us").get<std::vector<double>>());
+  } catch (const nlohmann::json::exception&) {
+    fail("compare", "variant '" + variant_ + "': unexpected answer '" + line + "'");
+  }
+}
+
+ProcessSampler::~ProcessSampler() {
+  if (to_) {
+    std::fputs("quit\n", to_);
+    std::fclose(to_);
+  }
+  if (from_) std::fclose(from_);
+  if (pid_ > 0) {
+    int status = 0;
+    waitpid(pid_, &status, 0);
+  }
+}
+
+CompareRun run_interleaved(Sampler& a, Sampler& b, int rounds, int warmup, bool show) {
+  if (rounds < 2) fail("compare", "rounds=" + std::to_string(rounds) + " must be >= 2");
+  CompareRun r;
+  r.a_name = a.describe();
+  r.b_name = b.describe();
+  for (int i = 0; i < warmup; ++i) {
+    a.sample_us();
+    b.sample_us();
+  }
+  for (int i = 0; i < rounds; ++i) {
+    double ta, tb;
+    if (i % 2 == 0) {
+      ta = a.sample_us();
+      tb = b.sample_us();
+    } else {
+      tb = b.sample_us();
+      ta = a.sample_us();
+    }
+    r.a_us.push_back(ta);
+    r.b_us.push_back(tb);
+    if (show) progress(fmt::format("compare: round {}/{}  A {:.1f} us  B {:.1f} us  B/A {:.4f}", i + 1, rounds, ta, tb, tb / ta));
+  }
+  if (show) progress("");
+  return r;
+}
+
+int serve_replay(const ReplayOptions& o0, bool dense, std::istream& in, std::ostream& out) {
+  ReplayOptions o = o0;
+  if (o.plan.layers <= 0) o.plan.layers = o.model.layers;
+  const auto ls = replay_linears(o);
+  if (o.backend == "cpu") check_replay_fits(o, ls, mem_available_bytes(), "this host (MemAvailable)");
+  else check_replay_fits(o, ls, cuda_mem_free_bytes(), "the GPU (cudaMemGetInfo free)");
+  auto e = o.backend == "cpu" ? make_cpu_replay(o, ls, dense) : make_cuda_replay(o, ls, dense);
+  const auto& v = e->info();
+  nlohmann::json ready{{"ready", true},       {"variant", v.variant},     {"kernel", v.kernel},
+                       {"bytes", v.bytes},    {"flops", v.flops},         {"validated", v.validated},
+                       {"validation", v.validation}, {"linears", ls.size()}, {"commit", git_commit()}};
+  out << ready.dump() << std::endl;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line == "quit") break;
+    int reps = 0;
+    if (std::sscanf(line.c_str(), "run %d", &reps) != 1 || reps < 1) {
+      out << nlohmann::json{{"error", "expected 'run R' or 'quit', got '" + line + "'"}}.dump() << std::endl;
+      continue;
+    }
+    std::vector<double> us;
+    for (int i = 0; i < reps; ++i) {
+      double l = 0, r = 0;
+      e->run(&l, &r);
+      us.push_back(l + r);
+    }
+    out << nlohmann::json{{"us", us}}.dump() << std::endl;
+  }
+  return 0;
+}
+
+}  // namespace nvfp4::bench

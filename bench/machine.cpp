@@ -1,0 +1,172 @@
+// bench/machine.cpp -- host facts for reports (cpu, memory, commit) and the streaming-read ceiling.
+#include "bench/machine.h"
+
+#include <fmt/format.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+namespace nvfp4::bench {
+namespace {
+
+double meminfo_field(const char* key) {
+  std::ifstream f("/proc/meminfo");
+  std::string line;
+  const std::string k = std::string(key) + ":";
+  while (std::getline(f, line)) {
+    if (line.rfind(k, 0) == 0) return std::stod(line.substr(k.size())) * 1024.0;  // kB
+  }
+  return 0;
+}
+
+std::string read_first_line(const std::string& path) {
+  std::ifstream f(path);
+  std::string s;
+  std::getline(f, s);
+  return s;
+}
+
+}  // namespace
+
+MachineInfo machine_info() {
+  MachineInfo m;
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      m.cpu_model = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  m.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  m.mem_total_bytes = meminfo_field("MemTotal");
+  for (int idx = 0; idx < 8; ++idx) {
+    const std::string base = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(idx) + "/";
+    const std::string lvl = read_first_line(base + "level");
+    if (lvl.empty()) break;
+    std::string size = read_first_line(base + "size");  // e.g. "32768K"
+    if (size.empty()) continue;
+    double v = std::stod(size);
+    if (size.back() == 'K') v *= 1024;
+    if (size.back() == 'M') v *= 1024 * 1024;
+    if (std::stoi(lvl) >= 2) m.llc_bytes = std::max(m.llc_bytes, v);
+  }
+  utsname u{};
+  if (uname(&u) == 0) m.os = std::string(u.sysname) + " " + u.release;
+  cuda_machine_info(m);
+  return m;
+}
+
+double mem_available_bytes() { return meminfo_field("MemAvailable"); }
+
+double peak_rss_bytes() {
+  // VmHWM (resettable, see reset_peak_rss); getrusage's ru_maxrss as the fallback.
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) * 1024.0;
+  rusage r{};
+  getrusage(RUSAGE_SELF, &r);
+  return static_cast<double>(r.ru_maxrss) * 1024.0;
+}
+
+void reset_peak_rss() {
+  // Writing 5 to clear_refs resets VmHWM to the current RSS (Linux >= 4.0, proc(5)).
+  std::ofstream f("/proc/self/clear_refs");
+  f << "5";
+}
+
+std::string git_commit() {
+#ifdef NVFP4_SOURCE_DIR
+  const std::string cmd = std::string("git -C '") + NVFP4_SOURCE_DIR + "' rev-parse HEAD 2>/dev/null";
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[128] = {0};
+    const bool ok = std::fgets(buf, sizeof buf, p) != nullptr;
+    pclose(p);
+    std::string s(buf);
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+    if (ok && s.size() == 40) return s;
+  }
+#endif
+#ifdef NVFP4_GIT_COMMIT
+  if (std::strlen(NVFP4_GIT_COMMIT) > 0) return NVFP4_GIT_COMMIT;
+#endif
+  return "unknown";
+}
+
+std::string iso_date_utc() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+double host_read_bandwidth_gbps(double bytes, int passes) {
+  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const std::size_t n = static_cast<std::size_t>(bytes / sizeof(std::uint64_t)) / threads * threads;
+  std::unique_ptr<std::uint64_t[]> buf(new std::uint64_t[n]);
+  // Touch every page with non-zero data first: an untouched page reads as the shared zero page.
+  for (std::size_t i = 0; i < n; ++i) buf[i] = i * 0x9E3779B97F4A7C15ull;
+  std::atomic<std::uint64_t> sink{0};
+  double best = 0;
+  for (int p = 0; p < passes; ++p) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        const std::size_t chunk = n / threads;
+        const std::uint64_t* q = buf.get() + chunk * t;
+        // Four independent sums so the loop is bound by loads, not by one add chain.
+        std::uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (std::size_t i = 0; i + 4 <= chunk; i += 4) {
+          s0 += q[i];
+          s1 += q[i + 1];
+          s2 += q[i + 2];
+          s3 += q[i + 3];
+        }
+        sink += s0 ^ s1 ^ s2 ^ s3;
+      });
+    }
+    for (auto& th : pool) th.join();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, static_cast<double>(n * sizeof(std::uint64_t)) / s / 1e9);
+  }
+  if (sink.load() == 42) std::fputc(' ', stderr);  // keeps the sums observable
+  return best;
+}
+
+bool stderr_is_tty() { return isatty(2) == 1; }
+
+void progress(const std::string& line) {
+  if (!stderr_is_tty()) return;
+  std::fprintf(stderr, "\r\033[K%s", line.c_str());
+  if (line.empty()) std::fprintf(stderr, "\r");
+  std::fflush(stderr);
+}
+
+std::string human_bytes(double b) {
+  if (b >= 1e9) return fmt::format("{:.2f} GB", b / 1e9);
+  if (b >= 1e6) return fmt::format("{:.1f} MB", b / 1e6);
+  if (b >= 1e3) return fmt::format("{:.1f} kB", b / 1e3);
+  return fmt::format("{:.0f} B", b);
+}
+
+#if !defined(NVFP4_HAVE_CUDA)
+void cuda_machine_info(MachineInfo&) {}
+#endif
+
+}  // namespace nvfp4::bench

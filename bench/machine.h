@@ -1,0 +1,39 @@
+// bench/machine.h -- what a benchmark report records about where it ran, and the host's
+// measured streaming-read ceiling.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace nvfp4::bench {
+
+struct MachineInfo {
+  std::string cpu_model;
+  int cores = 0;                   // hardware threads online
+  double mem_total_bytes = 0;      // /proc/meminfo MemTotal
+  double llc_bytes = 0;            // last-level cache (sysfs), 0 if unknown
+  std::string os;                  // uname -sr
+  std::string gpu, driver;         // empty without CUDA / device
+  double gpu_mem_bytes = 0;
+};
+
+MachineInfo machine_info();        // host part; gpu fields filled by cuda_machine_info when available
+void cuda_machine_info(MachineInfo& m);  // no-op without CUDA
+
+double mem_available_bytes();      // /proc/meminfo MemAvailable (0 if unreadable)
+double peak_rss_bytes();           // VmHWM: peak resident set since the last reset_peak_rss()
+void reset_peak_rss();
+std::string git_commit();          // `git rev-parse HEAD` of the source tree, else the build's define, else "unknown"
+std::string iso_date_utc();
+
+// Streaming read of `bytes` with all hardware threads, best of `passes` (GB/s = 1e9 B/s). A plain
+// sum over a buffer much larger than the last-level cache: the most a memory-bound kernel can read.
+double host_read_bandwidth_gbps(double bytes = 1024.0 * 1024 * 1024, int passes = 3);
+
+// Progress line on stderr, only when stderr is a terminal (never pollutes pipes or logs).
+bool stderr_is_tty();
+void progress(const std::string& line);  // rewrites the current line; "" clears it
+
+std::string human_bytes(double b);  // "4.21 GB" (1e9)
+
+}  // namespace nvfp4::bench

@@ -1,0 +1,295 @@
+// bench/replay_cpu.cpp -- model replay on the host: NVFP4 layers through the public
+// nvfp4::quantized_matmul(Backend::kCpu), the dense baseline through oneDNN bf16 matmul.
+//
+// Weights: the whole replayed model is resident, one buffer per linear, filled directly with
+// random packed codes and valid E4M3 scales (quantizing gigabytes with the scalar quantizer would
+// take minutes and change nothing the kernels see: they read bytes). Dense weights are random
+// bf16. Before any timing the first linear is checked against the oracle.
+#include <dnnl.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <tuple>
+
+#include "bench/replay.h"
+#include "nvfp4/error.h"
+#include "nvfp4/format.h"
+#include "nvfp4/ops.h"
+
+namespace nvfp4::bench {
+namespace {
+
+// 64-byte aligned, owning, uninitialised bytes.
+struct Buf {
+  std::uint8_t* p = nullptr;
+  std::size_t n = 0;
+  explicit Buf(std::size_t bytes) : n(bytes) {
+    p = static_cast<std::uint8_t*>(std::aligned_alloc(64, (std::max<std::size_t>(bytes, 1) + 63) / 64 * 64));
+    if (!p) fail("bench", "replay: allocation of " + std::to_string(bytes) + " bytes failed");
+  }
+  ~Buf() { std::free(p); }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+  Buf(Buf&& o) noexcept : p(o.p), n(o.n) { o.p = nullptr; }
+};
+
+using Clock = std::chrono::steady_clock;
+double us_since(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
+
+// Relative error measure shared by both engines: |y - ref| / (|ref| + rms(ref)). The rms term keeps
+// a near-zero output (cancellation) from turning a rounding difference into a huge ratio.
+double checked_err(const float* y, const float* ref, std::size_t n, std::size_t* where) {
+  double rms = 0;
+  for (std::size_t i = 0; i < n; ++i) rms += static_cast<double>(ref[i]) * ref[i];
+  rms = std::sqrt(rms / static_cast<double>(std::max<std::size_t>(n, 1)));
+  double worst = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double e = std::isfinite(y[i]) ? std::fabs(static_cast<double>(y[i]) - ref[i]) / (std::fabs(ref[i]) + rms) : INFINITY;
+    if (!(e <= worst)) {
+      worst = e;
+      *where = i;
+    }
+  }
+  return worst;
+}
+
+class CpuNvfp4Replay final : public ReplayEngine {
+ public:
+  CpuNvfp4Replay(const ReplayOptions& o, const std::vector<Linear>& ls) : o_(o), ls_(ls) {
+    info_.variant = "nvfp4";
+    info_.backend = "cpu";
+    info_.kernel = "nvfp4::quantized_matmul(Backend::kCpu)";
+    fill_traffic(o, ls, false, info_);
+    std::uint64_t seed = o.seed * 1000003;
+    for (const auto& l : ls) {
+      const auto nk = static_cast<std::size_t>(l.n * l.k);
+      packed_.emplace_back(nk / 2);
+      scales_.emplace_back(nk / kBlockSize);
+      fill_random_bytes(packed_.back().p, nk / 2, ++seed);
+      fill_random_scales(scales_.back().p, nk / kBlockSize, ++seed);
+      const std::int64_t m = linear_m(o, l);
+      // One activation buffer per (K, M): layers reading the same width share their input, as in
+      // a real forward pass where q/k/v (and gate/up) read the same normalised hidden state.
+      auto key = std::make_pair(l.k, m);
+      if (!x_.count(key)) {
+        x_.emplace(key, Buf(static_cast<std::size_t>(m * l.k * dtype_size(o.dtype))));
+        fill_random_activations(x_.at(key).p, o.dtype, static_cast<std::size_t>(m * l.k), ++seed);
+      }
+      y_.emplace_back(static_cast<std::size_t>(m * l.n * dtype_size(o.dtype)));
+    }
+    validate();
+  }
+
+  void run(double* layers_us, double* rest_us) override {
+    auto t = Clock::now();
+    bool in_layers = true;
+    *layers_us = 0;
+    for (std::size_t i = 0; i < ls_.size(); ++i) {
+      if (in_layers && ls_[i].layer < 0) {
+        *layers_us = us_since(t);
+        t = Clock::now();
+        in_layers = false;
+      }
+      matmul(i);
+    }
+    if (in_layers) {
+      *layers_us = us_since(t);
+      *rest_us = 0;
+    } else {
+      *rest_us = us_since(t);
+    }
+  }
+
+  const ReplayVariant& info() const override { return info_; }
+
+ private:
+  MatrixView x_view(std::size_t i) {
+    const auto& l = ls_[i];
+    const std::int64_t m = linear_m(o_, l);
+    return {x_.at({l.k, m}).p, o_.dtype, m, l.k, l.k};
+  }
+  WeightView w_view(std::size_t i) {
+    // Tensor scale ~1e-4: with scales 8..448 and codes up to 6 the weights are O(0.01-0.1), as in LLMs.
+    return {packed_[i].p, scales_[i].p, 1.0f / 4096, ls_[i].n, ls_[i].k};
+  }
+  void matmul(std::size_t i) {
+    const std::int64_t m = linear_m(o_, ls_[i]);
+    MatrixView y{y_[i].p, o_.dtype, m, ls_[i].n, ls_[i].n};
+    quantized_matmul(x_view(i), w_view(i), y, Backend::kCpu);
+  }
+
+  void validate() {
+    // First linear: kernel on the full M (the path timing uses) into a NaN-poisoned output, the
+    // oracle on its first rows (the oracle is scalar; 4 rows keep it under a second at K=16384).
+    const auto& l = ls_[0];
+    const std::int64_t m = linear_m(o_, l);
+    const std::int64_t rows = std::min<std::int64_t>(m, 4);
+    const int es = dtype_size(o_.dtype);
+    for (std::int64_t i = 0; i < m * l.n; ++i) store_from_f32(y_[0].p, o_.dtype, i, std::nanf(""));
+    matmul(0);
+    Buf ref(static_cast<std::size_t>(rows * l.n * es));
+    MatrixView xv = x_view(0);
+    xv.rows = rows;
+    quantized_matmul_ref(xv, w_view(0), MatrixView{ref.p, o_.dtype, rows, l.n, l.n});
+    std::vector<float> a(static_cast<std::size_t>(rows * l.n)), b(a.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      a[i] = load_as_f32(y_[0].p, o_.dtype, static_cast<std::int64_t>(i));
+      b[i] = load_as_f32(ref.p, o_.dtype, static_cast<std::int64_t>(i));
+    }
+    std::size_t where = 0;
+    const double err = checked_err(a.data(), b.data(), a.size(), &where);
+    // Both round one fp32 sum to the output dtype; summation order may differ, which can move the
+    // rounded result by one ulp of the output type (bf16 2^-8 relative, f16 2^-11, f32 ~K*2^-24).
+    const double tol = o_.dtype == DType::kBF16 ? 0x1p-7 : o_.dtype == DType::kF16 ? 0x1p-10 : 1e-4;
+    info_.max_err = err;
+    info_.validation = fmt::format("layer 0 {} [N={}, K={}], M={}: rows 0..{} vs quantized_matmul_ref, tol {:.2g}",
+                                   l.name, l.n, l.k, m, rows - 1, tol);
+    if (!(err <= tol))
+      fail("bench", fmt::format("nvfp4 cpu replay: {} differs from the oracle: error {:.3g} > {:.3g} at row {} col {} "
+                                "(y={}, ref={})",
+                                info_.validation, err, tol, where / l.n, where % l.n, a[where], b[where]));
+    info_.validated = true;
+  }
+
+  ReplayOptions o_;
+  std::vector<Linear> ls_;
+  ReplayVariant info_;
+  std::vector<Buf> packed_, scales_, y_;
+  std::map<std::pair<std::int64_t, std::int64_t>, Buf> x_;
+};
+
+// Dense bf16 baseline through oneDNN's matmul (Debian's OpenBLAS 0.3.21 declares cblas_sbgemm
+// in its header but is built without BUILD_BFLOAT16: the symbol is missing, measured 2026-11-30).
+// Weights are reordered once, at load, into the layout oneDNN picks (format_tag::any), as an
+// inference engine prepacks; bf16 in, bf16 out, fp32 accumulation.
+class CpuDenseReplay final : public ReplayEngine {
+ public:
+  CpuDenseReplay(const ReplayOptions& o, const std::vector<Linear>& ls) : o_(o), ls_(ls), eng_(dnnl::engine::kind::cpu, 0), strm_(eng_) {
+    info_.variant = "dense_bf16";
+    info_.backend = "cpu";
+    const auto v = dnnl_version();
+    info_.kernel = fmt::format("oneDNN {}.{}.{} matmul bf16 (prepacked weights)", v->major, v->minor, v->patch);
+    fill_traffic(o, ls, true, info_);
+    using md = dnnl::memory::desc;
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    std::uint64_t seed = o.seed * 7919 + 17;
+    for (std::size_t i = 0; i < ls.size(); ++i) {
+      const auto& l = ls[i];
+      const std::int64_t m = linear_m(o, l);
+      const auto key = std::make_tuple(m, l.n, l.k);
+      if (!pd_.count(key)) {
+        const md src({m, l.k}, dt::bf16, tag::ab), wei({l.k, l.n}, dt::bf16, tag::any), dst({m, l.n}, dt::bf16, tag::ab);
+        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, dst), eng_);
+        pd_.emplace(key, pd);
+        prim_.emplace(key, dnnl::matmul(pd));
+      }
+      const auto& pd = pd_.at(key);
+      // Random bf16 O(0.05) in W[N, K] row-major, which is the (K, N) matrix in format "ba".
+      const auto nk = static_cast<std::size_t>(l.n * l.k);
+      Buf plain(nk * 2);
+      fill_random_activations(plain.p, DType::kBF16, nk, ++seed);
+      auto* wp = reinterpret_cast<std::uint16_t*>(plain.p);
+      for (std::size_t j = 0; j < nk; ++j) wp[j] = f32_to_bf16(bf16_to_f32(wp[j]) * 0.0625f);
+      dnnl::memory plain_mem(md({l.k, l.n}, dt::bf16, tag::ba), eng_, plain.p);
+      w_.emplace_back(pd.weights_desc(), eng_);
+      dnnl::reorder(plain_mem, w_.back()).execute(strm_, plain_mem, w_.back());
+      strm_.wait();
+      auto xkey = std::make_pair(l.k, m);
+      if (!x_.count(xkey)) {
+        x_.emplace(xkey, Buf(static_cast<std::size_t>(m * l.k * 2)));
+        fill_random_activations(x_.at(xkey).p, DType::kBF16, static_cast<std::size_t>(m * l.k), ++seed);
+      }
+      y_.emplace_back(static_cast<std::size_t>(m * l.n * 2));
+      xm_.emplace_back(pd.src_desc(), eng_, x_.at(xkey).p);
+      ym_.emplace_back(pd.dst_desc(), eng_, y_.back().p);
+      if (i == 0) validate(wp);
+    }
+  }
+
+  void run(double* layers_us, double* rest_us) override {
+    auto t = Clock::now();
+    bool in_layers = true;
+    *layers_us = 0;
+    for (std::size_t i = 0; i < ls_.size(); ++i) {
+      if (in_layers && ls_[i].layer < 0) {
+        strm_.wait();
+        *layers_us = us_since(t);
+        t = Clock::now();
+        in_layers = false;
+      }
+      matmul(i);
+    }
+    strm_.wait();
+    if (in_layers) {
+      *layers_us = us_since(t);
+      *rest_us = 0;
+    } else {
+      *rest_us = us_since(t);
+    }
+  }
+
+  const ReplayVariant& info() const override { return info_; }
+
+ private:
+  void matmul(std::size_t i) {
+    const auto& l = ls_[i];
+    prim_.at(std::make_tuple(linear_m(o_, l), l.n, l.k))
+        .execute(strm_, {{DNNL_ARG_SRC, xm_[i]}, {DNNL_ARG_WEIGHTS, w_[i]}, {DNNL_ARG_DST, ym_[i]}});
+  }
+
+  void validate(const std::uint16_t* w) {
+    const auto& l = ls_[0];
+    const std::int64_t m = linear_m(o_, l);
+    const std::int64_t rows = std::min<std::int64_t>(m, 2);
+    auto* y = reinterpret_cast<std::uint16_t*>(y_[0].p);
+    std::fill(y, y + m * l.n, static_cast<std::uint16_t>(0x7FC0));  // bf16 NaN
+    matmul(0);
+    strm_.wait();
+    const auto* x = reinterpret_cast<const std::uint16_t*>(x_.at({l.k, m}).p);
+    std::vector<float> ref(static_cast<std::size_t>(rows * l.n)), got(ref.size());
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t n = 0; n < l.n; ++n) {
+        double acc = 0;  // fp64 reference of the bf16 products
+        for (std::int64_t k = 0; k < l.k; ++k)
+          acc += static_cast<double>(bf16_to_f32(x[r * l.k + k])) * bf16_to_f32(w[n * l.k + k]);
+        ref[static_cast<std::size_t>(r * l.n + n)] = static_cast<float>(acc);
+        got[static_cast<std::size_t>(r * l.n + n)] = bf16_to_f32(y[r * l.n + n]);
+      }
+    std::size_t where = 0;
+    const double err = checked_err(got.data(), ref.data(), ref.size(), &where);
+    const double tol = 0x1p-7;  // one bf16 rounding of the output (2^-8 relative) plus order effects
+    info_.max_err = err;
+    info_.validation = fmt::format("layer 0 {} [N={}, K={}], M={}: rows 0..{} vs fp64 dot of the bf16 values, tol {:.2g}",
+                                   l.name, l.n, l.k, m, rows - 1, tol);
+    if (!(err <= tol))
+      fail("bench", fmt::format("dense cpu replay: {} fails: error {:.3g} at row {} col {}", info_.validation, err,
+                                where / l.n, where % l.n));
+    info_.validated = true;
+  }
+
+  ReplayOptions o_;
+  std::vector<Linear> ls_;
+  ReplayVariant info_;
+  dnnl::engine eng_;
+  dnnl::stream strm_;
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, dnnl::matmul::primitive_desc> pd_;
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, dnnl::matmul> prim_;
+  std::vector<dnnl::memory> w_, xm_, ym_;
+  std::vector<Buf> y_;
+  std::map<std::pair<std::int64_t, std::int64_t>, Buf> x_;
+};
+
+}  // namespace
+
+std::unique_ptr<ReplayEngine> make_cpu_replay(const ReplayOptions& o, const std::vector<Linear>& ls, bool dense) {
+  if (dense) return std::make_unique<CpuDenseReplay>(o, ls);
+  return std::make_unique<CpuNvfp4Replay>(o, ls);
+}
+
+}  // namespace nvfp4::bench

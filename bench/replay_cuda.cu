@@ -1,0 +1,338 @@
+// bench/replay_cuda.cu -- model replay on the GPU: every linear with its own device weights,
+// all layers captured back to back in one CUDA graph (and lm_head + extra work in a second one,
+// so the two parts can be timed apart with events), NVFP4 through nvfp4::cuda::quantized_matmul,
+// the dense baseline through cublasGemmEx bf16 captured the same way.
+//
+// Memory: check_replay_fits (cudaMemGetInfo) runs before this file allocates anything. Weights
+// are generated on the device (hash of seed and index: no host round trip for gigabytes). The
+// first linear is checked against the host oracle before any timing.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include "bench/machine.h"
+#include "bench/replay.h"
+#include "nvfp4/cuda.h"
+#include "nvfp4/error.h"
+#include "nvfp4/format.h"
+#include "nvfp4/ops.h"
+
+namespace nvfp4::bench {
+namespace {
+
+void ck(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) fail("bench", fmt::format("cuda replay: {}: {}", what, cudaGetErrorString(e)));
+}
+void ckb(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) fail("bench", fmt::format("cuda replay: {}: cuBLAS status {}", what, static_cast<int>(s)));
+}
+
+__device__ __forceinline__ std::uint64_t mix(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// kind 0: random bytes; 1: E4M3 scales 0x50..0x7E (8..448, never NaN); 2: bf16 uniform [-1,1) * scale.
+__global__ void fill_kernel(std::uint8_t* p, std::size_t n, std::uint64_t seed, int kind, float scale) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const std::uint64_t h = mix(seed * 0x9E3779B97F4A7C15ull + i);
+    if (kind == 0) {
+      p[i] = static_cast<std::uint8_t>(h);
+    } else if (kind == 1) {
+      p[i] = static_cast<std::uint8_t>(0x50 + h % 47);
+    } else {
+      const float v = (static_cast<float>(h >> 40) * 0x1.0p-23f - 1.0f) * scale;
+      reinterpret_cast<std::uint16_t*>(p)[i] = f32_to_bf16(v);
+    }
+  }
+}
+
+void fill(void* p, std::size_t n, std::uint64_t seed, int kind, float scale = 1.0f) {
+  fill_kernel<<<1024, 256>>>(static_cast<std::uint8_t*>(p), n, seed, kind, scale);
+  ck(cudaGetLastError(), "fill kernel launch");
+}
+
+// Device allocation owned by the engine.
+struct DevBuf {
+  void* p = nullptr;
+  explicit DevBuf(std::size_t n) { ck(cudaMalloc(&p, std::max<std::size_t>(n, 16)), "cudaMalloc"); }
+  ~DevBuf() { if (p) cudaFree(p); }
+  DevBuf(DevBuf&& o) noexcept : p(o.p) { o.p = nullptr; }
+  DevBuf(const DevBuf&) = delete;
+};
+
+double checked_err(const std::vector<float>& y, const std::vector<float>& ref, std::size_t* where) {
+  double rms = 0;
+  for (float r : ref) rms += static_cast<double>(r) * r;
+  rms = std::sqrt(rms / std::max<std::size_t>(ref.size(), 1));
+  double worst = 0;
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    const double e = std::isfinite(y[i]) ? std::fabs(static_cast<double>(y[i]) - ref[i]) / (std::fabs(ref[i]) + rms) : INFINITY;
+    if (!(e <= worst)) worst = e, *where = i;
+  }
+  return worst;
+}
+
+class CudaReplay final : public ReplayEngine {
+ public:
+  CudaReplay(const ReplayOptions& o, const std::vector<Linear>& ls, bool dense) : o_(o), ls_(ls), dense_(dense) {
+    if (!cuda::available()) fail("bench", "cuda replay: no usable CUDA device");
+    size_t free0 = 0, total = 0;
+    ck(cudaMemGetInfo(&free0, &total), "cudaMemGetInfo");
+    info_.variant = dense ? "dense_bf16" : "nvfp4";
+    info_.backend = "cuda";
+    int cublas_ver = 0;
+    ck(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    if (dense) {
+      ckb(cublasCreate(&blas_), "cublasCreate");
+      ckb(cublasSetStream(blas_, stream_), "cublasSetStream");
+      // A user-owned workspace makes cuBLAS safe to capture in a graph (no allocation inside).
+      workspace_ = std::make_unique<DevBuf>(32u << 20);
+      ckb(cublasSetWorkspace(blas_, workspace_->p, 32u << 20), "cublasSetWorkspace");
+      ckb(cublasGetVersion(blas_, &cublas_ver), "cublasGetVersion");
+      info_.kernel = fmt::format("cublasGemmEx bf16 (cuBLAS {}), CUDA graph", cublas_ver);
+    } else {
+      info_.kernel = "nvfp4::cuda::quantized_matmul, CUDA graph";
+    }
+    fill_traffic(o, ls, dense, info_);
+    const DType xt = dense ? DType::kBF16 : o.dtype;
+    std::uint64_t seed = o.seed * 1000003 + (dense ? 77 : 0);
+    for (const auto& l : ls) {
+      const auto nk = static_cast<std::size_t>(l.n * l.k);
+      const std::int64_t m = linear_m(o, l);
+      if (dense) {
+        w_.emplace_back(nk * 2);
+        fill(w_.back().p, nk, ++seed, 2, 0.0625f);
+      } else {
+        w_.emplace_back(nk / 2);
+        s_.emplace_back(nk / kBlockSize);
+        fill(w_.back().p, nk / 2, ++seed, 0);
+        fill(s_.back().p, nk / kBlockSize, ++seed, 1);
+      }
+      const auto key = std::make_pair(l.k, m);
+      if (!x_.count(key)) {
+        x_.emplace(key, DevBuf(static_cast<std::size_t>(m * l.k * dtype_size(xt))));
+        if (xt == DType::kBF16) {
+          fill(x_.at(key).p, static_cast<std::size_t>(m * l.k), ++seed, 2);
+        } else {  // f16/f32 activations: generate on the host (small)
+          std::vector<std::uint8_t> h(static_cast<std::size_t>(m * l.k * dtype_size(xt)));
+          fill_random_activations(h.data(), xt, static_cast<std::size_t>(m * l.k), ++seed);
+          ck(cudaMemcpy(x_.at(key).p, h.data(), h.size(), cudaMemcpyHostToDevice), "copy activations");
+        }
+      }
+      y_.emplace_back(static_cast<std::size_t>(m * l.n * dtype_size(xt)));
+    }
+    ck(cudaDeviceSynchronize(), "weight generation");
+    size_t free1 = 0;
+    ck(cudaMemGetInfo(&free1, &total), "cudaMemGetInfo");
+    info_.peak_mem_bytes = static_cast<double>(total - free1);
+    validate(xt);
+    capture();
+    ck(cudaEventCreate(&e0_), "event");
+    ck(cudaEventCreate(&e1_), "event");
+    ck(cudaEventCreate(&e2_), "event");
+  }
+
+  ~CudaReplay() override {
+    if (g_layers_) cudaGraphExecDestroy(g_layers_);
+    if (g_rest_) cudaGraphExecDestroy(g_rest_);
+    if (e0_) cudaEventDestroy(e0_), cudaEventDestroy(e1_), cudaEventDestroy(e2_);
+    if (blas_) cublasDestroy(blas_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  void run(double* layers_us, double* rest_us) override {
+    ck(cudaEventRecord(e0_, stream_), "event record");
+    if (g_layers_) ck(cudaGraphLaunch(g_layers_, stream_), "graph launch");
+    ck(cudaEventRecord(e1_, stream_), "event record");
+    if (g_rest_) ck(cudaGraphLaunch(g_rest_, stream_), "graph launch");
+    ck(cudaEventRecord(e2_, stream_), "event record");
+    ck(cudaEventSynchronize(e2_), "replay");
+    float a = 0, b = 0;
+    ck(cudaEventElapsedTime(&a, e0_, e1_), "elapsed");
+    ck(cudaEventElapsedTime(&b, e1_, e2_), "elapsed");
+    *layers_us = a * 1e3;
+    *rest_us = b * 1e3;
+  }
+
+  const ReplayVariant& info() const override { return info_; }
+
+ private:
+  void matmul(std::size_t i) {
+    const auto& l = ls_[i];
+    const std::int64_t m = linear_m(o_, l);
+    void* x = x_.at({l.k, m}).p;
+    if (dense_) {
+      // Row-major y[M,N] = x[M,K] W[N,K]^T is column-major y^T[N,M] = W^T... i.e. op(A)=T on
+      // W stored (K x N, ld K) and B = x^T (K x M, ld K).
+      const float alpha = 1.0f, beta = 0.0f;
+      ckb(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(l.n), static_cast<int>(m), static_cast<int>(l.k),
+                       &alpha, w_[i].p, CUDA_R_16BF, static_cast<int>(l.k), x, CUDA_R_16BF, static_cast<int>(l.k), &beta,
+                       y_[i].p, CUDA_R_16BF, static_cast<int>(l.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmEx");
+    } else {
+      const WeightView w{static_cast<const std::uint8_t*>(w_[i].p), static_cast<const std::uint8_t*>(s_[i].p), 1.0f / 4096,
+                         l.n, l.k};
+      cuda::quantized_matmul(MatrixView{x, o_.dtype, m, l.k, l.k}, w, MatrixView{y_[i].p, o_.dtype, m, l.n, l.n}, stream_);
+    }
+  }
+
+  void validate(DType xt) {
+    const auto& l = ls_[0];
+    const std::int64_t m = linear_m(o_, l);
+    const std::int64_t rows = std::min<std::int64_t>(m, 4);
+    const int es = dtype_size(xt);
+    ck(cudaMemset(y_[0].p, 0xFF, static_cast<std::size_t>(m * l.n * es)), "poison");  // NaN in every dtype
+    matmul(0);
+    ck(cudaStreamSynchronize(stream_), "validation run");
+    const auto nk = static_cast<std::size_t>(l.n * l.k);
+    std::vector<std::uint8_t> x(static_cast<std::size_t>(rows * l.k * es)), y(static_cast<std::size_t>(rows * l.n * es));
+    ck(cudaMemcpy(x.data(), x_.at({l.k, m}).p, x.size(), cudaMemcpyDeviceToHost), "copy x");
+    ck(cudaMemcpy(y.data(), y_[0].p, y.size(), cudaMemcpyDeviceToHost), "copy y");
+    std::vector<float> got(static_cast<std::size_t>(rows * l.n)), ref(got.size());
+    for (std::size_t i = 0; i < got.size(); ++i) got[i] = load_as_f32(y.data(), xt, static_cast<std::int64_t>(i));
+    double tol;
+    if (dense_) {
+      std::vector<std::uint16_t> w(nk);
+      ck(cudaMemcpy(w.data(), w_[0].p, nk * 2, cudaMemcpyDeviceToHost), "copy w");
+      const auto* xb = reinterpret_cast<const std::uint16_t*>(x.data());
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t n = 0; n < l.n; ++n) {
+          double acc = 0;
+          for (std::int64_t k = 0; k < l.k; ++k) acc += static_cast<double>(bf16_to_f32(xb[r * l.k + k])) * bf16_to_f32(w[n * l.k + k]);
+          ref[static_cast<std::size_t>(r * l.n + n)] = static_cast<float>(acc);
+        }
+      tol = 0x1p-7;
+      info_.validation = fmt::format("layer 0 {} [N={}, K={}], M={}: rows 0..{} vs fp64 dot of the bf16 values, tol {:.2g}", l.name,
+                                     l.n, l.k, m, rows - 1, tol);
+    } else {
+      std::vector<std::uint8_t> pk(nk / 2), sc(nk / kBlockSize), yr(y.size());
+      ck(cudaMemcpy(pk.data(), w_[0].p, pk.size(), cudaMemcpyDeviceToHost), "copy packed");
+      ck(cudaMemcpy(sc.data(), s_[0].p, sc.size(), cudaMemcpyDeviceToHost), "copy scales");
+      quantized_matmul_ref(MatrixView{x.data(), xt, rows, l.k, l.k}, WeightView{pk.data(), sc.data(), 1.0f / 4096, l.n, l.k},
+                           MatrixView{yr.data(), xt, rows, l.n, l.n});
+      for (std::size_t i = 0; i < ref.size(); ++i) ref[i] = load_as_f32(yr.data(), xt, static_cast<std::int64_t>(i));
+      tol = xt == DType::kBF16 ? 0x1p-7 : xt == DType::kF16 ? 0x1p-10 : 1e-4;
+      info_.validation = fmt::format("layer 0 {} [N={}, K={}], M={}: rows 0..{} vs quantized_matmul_ref, tol {:.2g}", l.name, l.n,
+                                     l.k, m, rows - 1, tol);
+    }
+    std::size_t where = 0;
+    const double err = checked_err(got, ref, &where);
+    info_.max_err = err;
+    if (!(err <= tol))
+      fail("bench", fmt::format("{} cuda replay: {} fails: error {:.3g} at row {} col {} (y={}, ref={})", info_.variant,
+                                info_.validation, err, where / l.n, where % l.n, got[where], ref[where]));
+    info_.validated = true;
+  }
+
+  void capture() {
+    // Two graphs: [transformer layers], [lm_head, extra work]. Inside each, the kernels run back to
+    // back with nothing between them, as decode issues them.
+    std::size_t split = 0;
+    while (split < ls_.size() && ls_[split].layer >= 0) ++split;
+    auto cap = [&](std::size_t lo, std::size_t hi, cudaGraphExec_t* out) {
+      if (lo == hi) return;
+      cudaGraph_t g = nullptr;
+      ck(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin capture");
+      for (std::size_t i = lo; i < hi; ++i) matmul(i);
+      ck(cudaStreamEndCapture(stream_, &g), "end capture");
+      ck(cudaGraphInstantiate(out, g, 0), "graph instantiate");
+      cudaGraphDestroy(g);
+    };
+    cap(0, split, &g_layers_);
+    cap(split, ls_.size(), &g_rest_);
+  }
+
+  ReplayOptions o_;
+  std::vector<Linear> ls_;
+  bool dense_;
+  ReplayVariant info_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  std::unique_ptr<DevBuf> workspace_;
+  std::vector<DevBuf> w_, s_, y_;
+  std::map<std::pair<std::int64_t, std::int64_t>, DevBuf> x_;
+  cudaGraphExec_t g_layers_ = nullptr, g_rest_ = nullptr;
+  cudaEvent_t e0_ = nullptr, e1_ = nullptr, e2_ = nullptr;
+};
+
+__global__ void read_kernel(const uint4* p, std::size_t n, unsigned* out) {
+  unsigned acc = 0;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const uint4 v = p[i];
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9E3779B9u) *out = acc;  // keeps the loads; practically never true
+}
+
+}  // namespace
+
+std::unique_ptr<ReplayEngine> make_cuda_replay(const ReplayOptions& o, const std::vector<Linear>& ls, bool dense) {
+  return std::make_unique<CudaReplay>(o, ls, dense);
+}
+
+double cuda_mem_free_bytes() {
+  if (!cuda::available()) fail("bench", "no usable CUDA device");
+  size_t f = 0, t = 0;
+  ck(cudaMemGetInfo(&f, &t), "cudaMemGetInfo");
+  return static_cast<double>(f);
+}
+
+double cuda_l2_bytes() {
+  int dev = 0, l2 = 0;
+  ck(cudaGetDevice(&dev), "cudaGetDevice");
+  ck(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev), "L2 size");
+  return l2;
+}
+
+double cuda_read_bandwidth_gbps() {
+  if (!cuda::available()) fail("bench", "no usable CUDA device");
+  const std::size_t bytes = std::size_t{2} << 30;  // 2 GiB: 34x the H200's 60 MiB L2
+  DevBuf buf(bytes), out(16);
+  fill(buf.p, bytes, 99, 0);
+  int dev = 0, sms = 0;
+  ck(cudaGetDevice(&dev), "cudaGetDevice");
+  ck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "SM count");
+  cudaEvent_t a, b;
+  ck(cudaEventCreate(&a), "event");
+  ck(cudaEventCreate(&b), "event");
+  double best = 0;
+  for (int i = 0; i < 6; ++i) {
+    ck(cudaEventRecord(a), "event");
+    read_kernel<<<sms * 8, 512>>>(static_cast<const uint4*>(buf.p), bytes / 16, static_cast<unsigned*>(out.p));
+    ck(cudaEventRecord(b), "event");
+    ck(cudaEventSynchronize(b), "read kernel");
+    float ms = 0;
+    ck(cudaEventElapsedTime(&ms, a, b), "elapsed");
+    if (i > 0) best = std::max(best, bytes / (ms * 1e-3) / 1e9);  // first pass is warmup
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return best;
+}
+
+void cuda_machine_info(MachineInfo& m) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    cudaGetLastError();
+    return;
+  }
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return;
+  int drv = 0, rt = 0;
+  cudaDriverGetVersion(&drv);
+  cudaRuntimeGetVersion(&rt);
+  m.gpu = fmt::format("{} (sm_{}{}, {} SMs)", p.name, p.major, p.minor, p.multiProcessorCount);
+  m.driver = fmt::format("CUDA driver API {}.{}, runtime {}.{}", drv / 1000, (drv % 1000) / 10, rt / 1000, (rt % 1000) / 10);
+  m.gpu_mem_bytes = static_cast<double>(p.totalGlobalMem);
+}
+
+}  // namespace nvfp4::bench

@@ -1,0 +1,107 @@
+// bench/workload_cli.h -- the command-line description of a benchmark workload, shared by
+// `nvfp4 bench` and `nvfp4 compare` (which forwards it to its `bench --serve` children).
+// Header-only because it needs CLI11, which only the command links.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bench/replay.h"
+#include "nvfp4/cuda.h"
+#include "nvfp4/error.h"
+
+namespace nvfp4::bench {
+
+struct WorkloadArgs {
+  std::string model;             // "" = the main job's default for the backend
+  std::int64_t layers = 0;       // 0 = the default (all, or the CPU main job's count)
+  std::string mode;              // decode | prefill | both ("" = both for bench, decode for compare)
+  std::int64_t prompt = 0;       // 0 = default (cpu 32, cuda 2048)
+  std::string backend = "auto";
+  std::string dtype = "bf16";
+  bool no_lm_head = false;
+  bool fuse = false;
+  double extra_work = 0;
+  std::uint64_t seed = 1;
+  std::vector<std::string> shapes;  // "M,N,K" (compare: a shape workload instead of a model)
+
+  void add_to(CLI::App* c) {
+    c->add_option("--model", model, "built-in model name (see --list-models) or a JSON model file "
+                                    "(HF config.json keys); default qwen3-4b on cpu, llama-3-8b on cuda");
+    c->add_option("--layers", layers, "replay only the first N transformer layers and scale the layer time "
+                                      "to the whole model (default: all; 4 in the cpu main job)");
+    c->add_option("--mode", mode, "decode, prefill or both")->check(CLI::IsMember({"decode", "prefill", "both"}));
+    c->add_option("--prompt,-p", prompt, "prefill prompt length P (default 32 on cpu, 2048 on cuda)");
+    c->add_option("--backend", backend, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+    c->add_option("--dtype", dtype, "activation dtype of the NVFP4 layers: bf16, f16, f32");
+    c->add_flag("--no-lm-head", no_lm_head, "leave lm_head out of the replay");
+    c->add_flag("--fuse", fuse, "fuse q/k/v and gate/up into one matmul each (vLLM layout)");
+    c->add_option("--extra-work", extra_work, "add one extra linear holding this fraction of the weights "
+                                              "(0.03 = 3% more work; for testing A/B detection)");
+    c->add_option("--seed", seed, "seed of the random weights and activations");
+  }
+
+  // The backend actually used.
+  std::string resolved_backend() const {
+    if (backend != "auto") return backend;
+    return cuda::available() ? "cuda" : "cpu";
+  }
+  bool is_main_job_cpu() const { return model.empty() && layers == 0 && resolved_backend() == "cpu"; }
+
+  ReplayOptions options(ReplayMode m) const {
+    ReplayOptions o;
+    o.backend = resolved_backend();
+    const bool cpu = o.backend == "cpu";
+    // Main-job defaults: on 2 CPU cores, 4 of Qwen3-4B's 36 layers (+ its lm_head) replay in about
+    // a second per token-set and leave both variants' weights (0.45 GB NVFP4, 1.6 GB bf16) well
+    // inside memory; on the GPU the whole Llama-3-8B (4.2 GB NVFP4, 15 GB bf16) fits.
+    o.model = load_model(model.empty() ? (cpu ? "qwen3-4b" : "llama-3-8b") : model);
+    o.mode = m;
+    o.prompt = prompt > 0 ? prompt : (cpu ? 32 : 2048);
+    o.plan.layers = layers > 0 ? layers : (is_main_job_cpu() ? 4 : 0);
+    if (o.plan.layers > o.model.layers)
+      fail("bench", fmt::format("--layers {} but {} has {} layers", o.plan.layers, o.model.name, o.model.layers));
+    o.plan.lm_head = !no_lm_head;
+    o.plan.fuse = fuse;
+    o.plan.extra_work = extra_work;
+    o.dtype = dtype_from_name(dtype);
+    o.seed = seed;
+    if (!shapes.empty()) {
+      std::vector<std::int64_t> t;
+      for (const auto& s : shapes) {
+        long long m_ = 0, n_ = 0, k_ = 0;
+        char tail = 0;
+        if (std::sscanf(s.c_str(), "%lld,%lld,%lld%c", &m_, &n_, &k_, &tail) != 3)
+          fail("bench", "--shape '" + s + "': expected M,N,K (e.g. 1,4096,4096)");
+        t.insert(t.end(), {m_, n_, k_});
+      }
+      // Rotation: enough copies of each shape that they exceed 3x the last-level cache (32 MiB
+      // here; 60 MiB of L2 on the H200) -- 256 MB covers both.
+      o.custom_linears = shape_linears(t, 256e6);
+      o.model.name = "shapes";
+      o.model.layers = 1;
+      o.plan.layers = 1;
+    }
+    return o;
+  }
+
+  // Flags that reproduce this workload in a child `bench --serve` (compare).
+  std::vector<std::string> forward_args() const {
+    std::vector<std::string> a;
+    if (!model.empty()) a.insert(a.end(), {"--model", model});
+    if (layers > 0) a.insert(a.end(), {"--layers", std::to_string(layers)});
+    if (!mode.empty()) a.insert(a.end(), {"--mode", mode});
+    if (prompt > 0) a.insert(a.end(), {"--prompt", std::to_string(prompt)});
+    a.insert(a.end(), {"--backend", resolved_backend(), "--dtype", dtype, "--seed", std::to_string(seed)});
+    if (no_lm_head) a.push_back("--no-lm-head");
+    if (fuse) a.push_back("--fuse");
+    for (const auto& s : shapes) a.insert(a.end(), {"--shape", s});
+    return a;
+  }
+};
+
+}  // namespace nvfp4::bench

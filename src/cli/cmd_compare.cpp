@@ -1,0 +1,87 @@
+// cli/cmd_compare.cpp -- `nvfp4 compare`: is B faster than A, and is the difference real?
+//
+//   nvfp4 compare --a ./old/nvfp4 --b ./build/nvfp4                 two builds, default workload
+//   nvfp4 compare --a self --b "NVFP4_CUDA_TUNING=narrow.json self"  two tuning tables
+//   nvfp4 compare --a self --b "self --extra-work 0.03" --rounds 40  a known 3% slowdown
+//   nvfp4 compare --a A --b B --model llama-3-8b --layers 8 --json ab.json --plot ab.svg
+//
+// Each variant is a child process (`BIN bench --serve <workload>`; see bench/compare.h) that
+// allocates and validates its weights once; rounds then alternate A B B A ... and the verdict
+// comes from a bootstrap confidence interval of the median per-round ratio (bench/stats.h).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "bench/compare.h"
+#include "bench/machine.h"
+#include "bench/report.h"
+#include "bench/workload_cli.h"
+#include "cli/commands.h"
+#include "nvfp4/error.h"
+
+namespace nvfp4::cli {
+namespace {
+
+struct CompareArgs {
+  bench::WorkloadArgs w;
+  std::string a, b;
+  int rounds = 30;
+  int reps = 3;
+  double confidence = 0.95;
+  double effect = 2.0;  // percent
+  bool dense = false;
+  std::string json, csv, plot;
+};
+
+void run_compare(const CompareArgs& c) {
+  using namespace nvfp4::bench;
+  if (c.rounds < 2) fail("compare", "--rounds must be >= 2 (got " + std::to_string(c.rounds) + ")");
+  if (c.reps < 1) fail("compare", "--reps must be >= 1");
+  if (!(c.effect > 0 && c.effect < 100)) fail("compare", "--effect must be a percentage in (0, 100)");
+  if (c.w.mode == "both") fail("compare", "--mode both: compare one mode at a time (decode or prefill)");
+  std::vector<std::string> wl = c.w.forward_args();
+  if (c.w.extra_work > 0) wl.insert(wl.end(), {"--extra-work", std::to_string(c.w.extra_work)});
+  if (c.dense) wl.push_back("--serve-dense");
+  FILE* tout = c.json == "-" ? stderr : stdout;
+  std::fprintf(tout, "starting A and B (weights are generated and validated once per side) ...\n");
+  std::fflush(tout);
+  ProcessSampler a(c.a, wl, c.reps);
+  ProcessSampler b(c.b, wl, c.reps);
+  const CompareRun run = run_interleaved(a, b, c.rounds, 1, stderr_is_tty());
+  const CompareStats s = compare_samples(run.a_us, run.b_us, c.confidence, c.effect / 100, 1);
+  std::fputs(compare_text(run, s).c_str(), tout);
+  nlohmann::json workload{{"args", wl}, {"reps_per_sample", c.reps}, {"a_ready", nlohmann::json::parse(a.ready_line())},
+                          {"b_ready", nlohmann::json::parse(b.ready_line())}};
+  if (!c.json.empty()) {
+    nlohmann::json j = report_envelope();
+    j["compare"] = to_json(run, s, workload);
+    write_text(c.json, j.dump(1) + "\n");
+  }
+  if (!c.csv.empty()) write_text(c.csv, compare_csv(run));
+  if (!c.plot.empty()) write_plot(c.plot, ab_svg(run.a_us, run.b_us, s, c.a, c.b, "nvfp4 compare: B / A"));
+}
+
+}  // namespace
+
+void add_compare_command(CLI::App& app) {
+  auto c = std::make_shared<CompareArgs>();
+  CLI::App* cmd = app.add_subcommand("compare", "A/B comparison of two builds or configurations, interleaved, with a verdict");
+  cmd->add_option("--a", c->a, "variant A: \"[KEY=VAL ...] BIN [bench args]\" (BIN 'self' = this nvfp4)")->required();
+  cmd->add_option("--b", c->b, "variant B, same form")->required();
+  c->w.add_to(cmd);
+  cmd->add_option("--shape", c->w.shapes, "compare on shapes M,N,K (repeatable; each rotated through 256 MB) instead of a model");
+  cmd->add_option("--rounds,-n", c->rounds, "rounds (one A and one B sample each; default 30)");
+  cmd->add_option("--reps", c->reps, "replays per sample, median taken (default 3)");
+  cmd->add_option("--confidence", c->confidence, "confidence level of the interval (default 0.95)");
+  cmd->add_option("--effect", c->effect, "effect size in percent for the rounds-needed estimate (default 2)");
+  cmd->add_flag("--dense", c->dense, "compare the dense bf16 baseline replays instead of NVFP4");
+  cmd->add_option("--json", c->json, "write the JSON report (docs/bench-json.md) to FILE, or - for stdout");
+  cmd->add_option("--csv", c->csv, "write per-round samples as CSV to FILE");
+  cmd->add_option("--plot", c->plot, "write the A/B distribution plot to FILE (.svg or .png)");
+  cmd->callback([c] { run_compare(*c); });
+}
+
+}  // namespace nvfp4::cli

@@ -1,0 +1,78 @@
+// cli/cmd_tune.cpp -- `nvfp4 tune`: autotune the CUDA GEMV tuning table on the present GPU and
+// write it as JSON (use it with NVFP4_CUDA_TUNING=FILE, or paste it into tuning_sm90.cpp).
+// The table changes speed only (see src/kernels/cuda/tuning_sm90.h). Without the CUDA backend
+// the command exists and says so.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "kernels/cuda/tuning_sm90.h"
+#include "nvfp4/cuda.h"
+#include "nvfp4/error.h"
+
+namespace nvfp4::cli {
+namespace {
+
+struct TuneArgs {
+  std::string out;
+  std::vector<std::string> shapes;  // shape classes
+  int reps = 30;
+  bool list = false;
+};
+
+void run_tune(const TuneArgs& a) {
+  if (a.list) {
+    for (const auto& c : cuda::gemv_shape_classes()) {
+      std::int64_t n = 0, k = 0;
+      cuda::gemv_class_representative(c, &n, &k);
+      std::printf("%-16s tuned at N=%lld K=%lld\n", c.c_str(), static_cast<long long>(n), static_cast<long long>(k));
+    }
+    return;
+  }
+  if (!cuda::compiled()) fail("tune", "no CUDA backend in this build of nvfp4 (configure with nvcc on PATH)");
+  if (!cuda::available()) fail("tune", "no CUDA backend usable here: no CUDA device with compute capability 9.0");
+  for (const auto& s : a.shapes) {
+    bool ok = false;
+    for (const auto& c : cuda::gemv_shape_classes()) ok = ok || c == s;
+    if (!ok) fail("tune", "unknown shape class '" + s + "' (see nvfp4 tune --list)");
+  }
+  if (a.reps < 1) fail("tune", "--reps must be >= 1 (got " + std::to_string(a.reps) + ")");
+  cuda::TuneOptions opts;
+  opts.classes = a.shapes;
+  opts.reps = a.reps;
+  const auto table = cuda::gemv_autotune(opts);
+  const std::string json = cuda::gemv_table_to_json(
+      table, "written by nvfp4 tune (M=1 bf16, weights rotated through >= 256 MiB, CUDA graph, median); "
+             "changes speed only");
+  if (a.out.empty()) {
+    std::fputs(json.c_str(), stdout);
+    return;
+  }
+  std::ofstream f(a.out);
+  if (!f) fail("tune", "cannot write '" + a.out + "'");
+  f << json;
+  if (!f) fail("tune", "write to '" + a.out + "' failed");
+  std::printf("wrote %s (%zu entries); use it with NVFP4_CUDA_TUNING=%s\n", a.out.c_str(), table.size(),
+              a.out.c_str());
+}
+
+}  // namespace
+
+void add_tune_command(CLI::App& app) {
+  auto args = std::make_shared<TuneArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "tune", "Autotune the CUDA GEMV tuning table (columns per warp, warps per block, K split) on this GPU "
+              "and write it as JSON (read back through NVFP4_CUDA_TUNING=FILE). Needs the CUDA backend.");
+  sub->add_option("--out", args->out, "output JSON file (default: stdout)");
+  sub->add_option("--shapes", args->shapes, "shape classes to tune (default: all; see --list)");
+  sub->add_option("--reps", args->reps, "launches per timed graph replay (default 30)");
+  sub->add_flag("--list", args->list, "list the shape classes and the shape each is tuned at");
+  sub->callback([args] { run_tune(*args); });
+}
+
+}  // namespace nvfp4::cli

@@ -1,0 +1,135 @@
+// kernels/cpu/gemm_nvfp4_hwy.cpp -- W4A16 NVFP4 GEMM for large M (prefill), every Highway target,
+// fp32 arithmetic (used for fp32/fp16 activations, and for bf16 where no bf16 dot product unit
+// exists).
+//
+// Blocking: a task owns MC rows of x and NC columns of y. For each KC slice of K the task decodes
+// its NC weight rows exactly to fp32 (e2m1 * |scale|, exact) into a panel Bp[NC/NR][KC][NR] that
+// stays in L2, then runs an MR x NR register-blocked FMA microkernel (NR = 2 vectors) over all
+// its rows, accumulating into an fp32 C block [MC][NC]. The tensor scale multiplies C once at the
+// end. Each output is one sequential fp32 FMA chain over k ascending: only FMA rounding differs
+// from the oracle. Weights are decoded once per MC rows of x (once in total for M <= MC).
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/kernels_cpu.h"
+#include "kernels/cpu/parallel_for.h"
+#include "kernels/cpu/tuning_cpu.h"
+
+#define HWY_WANT_AVX3_DL 1
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/gemm_nvfp4_hwy.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/aligned_allocator.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace nvfp4::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+// 32 zmm registers hold 8x2 accumulators; 16-register ISAs get 4x2.
+constexpr int kMR = HWY_MAX_BYTES >= 64 ? 8 : 4;
+
+template <int MR>
+HWY_INLINE void Ukernel(const float* A, std::int64_t lda, const float* B, std::int64_t L,
+                        std::int64_t kc, float* C, std::int64_t ldc) {
+  const DF df;
+  VF c0[MR], c1[MR];
+  for (int i = 0; i < MR; ++i) {
+    c0[i] = hn::LoadU(df, C + i * ldc);
+    c1[i] = hn::LoadU(df, C + i * ldc + L);
+  }
+  for (std::int64_t kk = 0; kk < kc; ++kk) {
+    const VF b0 = hn::Load(df, B + kk * 2 * L);
+    const VF b1 = hn::Load(df, B + kk * 2 * L + L);
+    for (int i = 0; i < MR; ++i) {
+      const VF av = hn::Set(df, A[i * lda + kk]);
+      c0[i] = hn::MulAdd(av, b0, c0[i]);
+      c1[i] = hn::MulAdd(av, b1, c1[i]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    hn::StoreU(c0[i], df, C + i * ldc);
+    hn::StoreU(c1[i], df, C + i * ldc + L);
+  }
+}
+
+template <int MR>
+void UkernelRows(int rows, const float* A, std::int64_t lda, const float* B, std::int64_t L,
+                 std::int64_t kc, float* C, std::int64_t ldc) {
+  if (rows == MR) return Ukernel<MR>(A, lda, B, L, kc, C, ldc);
+  if constexpr (MR > 1) return UkernelRows<MR - 1>(rows, A, lda, B, L, kc, C, ldc);
+}
+
+void GemmImpl(const MatmulArgs& a) {
+  const DF df;
+  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
+  const std::int64_t NR = 2 * L, m = a.m, n = a.n, k = a.k;
+  const CpuTuning& tune = cpu_tuning();
+  const std::int64_t threads = num_threads();
+  std::int64_t nc = (tune.gemm_nc + NR - 1) / NR * NR;
+  const std::int64_t mc = tune.gemm_mc, kcmax = tune.gemm_kc;
+  const std::int64_t mblocks = (m + mc - 1) / mc;
+  // Narrower panels when the N x M grid would leave threads idle (small N).
+  while (nc > NR && mblocks * ((n + nc - 1) / nc) < 4 * threads) nc -= NR;
+  const std::int64_t nblocks = (n + nc - 1) / nc;
+
+  // x widened to fp32 once, zero-padded to K.
+  auto xf = hwy::AllocateAligned<float>(static_cast<std::size_t>(m * k));
+  parallel_for(m, [&](std::int64_t mi) { load_x_row_f32(a, mi, xf.get() + mi * k); });
+
+  const float* stab = e4m3_abs_table();
+  parallel_for(mblocks * nblocks, [&](std::int64_t t) {
+    const std::int64_t nb = t % nblocks, mb = t / nblocks;
+    const std::int64_t m0 = mb * mc, rows = std::min(mc, m - m0);
+    const std::int64_t n0 = nb * nc, cols = std::min(nc, n - n0);
+    auto cacc = hwy::AllocateAligned<float>(static_cast<std::size_t>(rows * nc));
+    auto bp = hwy::AllocateAligned<float>(static_cast<std::size_t>(nc * kcmax));
+    std::fill(cacc.get(), cacc.get() + rows * nc, 0.0f);
+    for (std::int64_t k0 = 0; k0 < k; k0 += kcmax) {
+      const std::int64_t kc = std::min(kcmax, k - k0);
+      // Decode NC weight rows x KC into Bp[nc/NR][kc][NR] (columns past N are zero).
+      for (std::int64_t c = 0; c < nc; ++c) {
+        float* dst = bp.get() + (c / NR) * kc * NR + (c % NR);
+        if (c >= cols) {
+          for (std::int64_t kk = 0; kk < kc; ++kk) dst[kk * NR] = 0.0f;
+          continue;
+        }
+        const std::uint8_t* prow = a.packed + (n0 + c) * (k / 2) + k0 / 2;
+        const std::uint8_t* srow = a.scales + (n0 + c) * (k / kBlockSize) + k0 / kBlockSize;
+        for (std::int64_t b = 0; b < kc / kBlockSize; ++b) {
+          const float s = stab[srow[b]];
+          for (int j = 0; j < kBlockSize / 2; ++j) {
+            const std::uint8_t byte = prow[b * 8 + j];
+            const std::int64_t kk = b * kBlockSize + 2 * j;
+            dst[kk * NR] = e2m1_to_float(e2m1_low(byte)) * s;
+            dst[(kk + 1) * NR] = e2m1_to_float(e2m1_high(byte)) * s;
+          }
+        }
+      }
+      for (std::int64_t i = 0; i < rows; i += kMR) {
+        const int r = static_cast<int>(std::min<std::int64_t>(kMR, rows - i));
+        for (std::int64_t sub = 0; sub < nc / NR; ++sub)
+          UkernelRows<kMR>(r, xf.get() + (m0 + i) * k + k0, k, bp.get() + sub * kc * NR, L, kc,
+                           cacc.get() + i * nc + sub * NR, nc);
+      }
+    }
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t c = 0; c < cols; ++c)
+        store_from_f32(a.y, a.dtype, (m0 + i) * a.y_stride + n0 + c, cacc[i * nc + c] * a.tensor_scale);
+  });
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace nvfp4::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace nvfp4::cpu {
+HWY_EXPORT(GemmImpl);
+void gemm_nvfp4_hwy(const MatmulArgs& a) { HWY_DYNAMIC_DISPATCH(GemmImpl)(a); }
+}  // namespace nvfp4::cpu
+#endif

@@ -1,0 +1,275 @@
+// kernels/cpu/gemv_nvfp4_avx512bf16.cpp -- W4A16 NVFP4 GEMV for small M with bf16 activations,
+// on AVX512-BF16 (vdpbf16ps) + AVX512BW (vpermw). Zen 4, Cooper Lake, Sapphire Rapids and later.
+//
+// Why a separate kernel: the Highway GEMV (gemv_nvfp4_hwy.cpp) decodes every 4-bit code to fp32
+// and issues one fp32 FMA per 16 products; here one vdpbf16ps does 32 products, and the decode
+// is 2 instructions per 32 codes:
+//   * Two 64-byte loads of one weight row cover 256 consecutive k (16 blocks); vpermt2d splits
+//     them into E (even u32 words) and O (odd words), so lane i of E / O holds the 8 codes of
+//     k = 16i..16i+7 / 16i+8..16i+15: one whole block per lane, 8 codes per u32.
+//   * `vpsrlw E, 4s` (s = 0..3) leaves code k=16i+s in bits 3:0 of u16 word 2i and code
+//     k=16i+4+s in bits 3:0 of word 2i+1. vpermw reads only bits 4:0 of each index word, so a
+//     32-entry table (the 16 E2M1 values as bf16, written twice) turns both words into the exact
+//     bf16 weights without masking the garbage bits above.
+//   * vdpbf16ps then adds x[16i+s]*w[16i+s] + x[16i+4+s]*w[16i+4+s] into fp32 lane i. The
+//     activations are permuted once per call into exactly that pair order (permute_row).
+// After 8 steps (E then O) lane i holds the unscaled dot of block i, and one fp32 FMA with the
+// 16 decoded |E4M3| scales (one per lane, no lane shuffle) adds it to the accumulator. The
+// tensor scale multiplies the final sum once. Per 256 k and weight row: 2 loads, 2 vpermt2d,
+// 6 shifts, 8 vpermw, 8*M vdpbf16ps, M FMAs, one 16-lane scale decode.
+// Exactness: e2m1 values and bf16 x are exact in bf16, their products exact in fp32; only the
+// fp32 summation order differs from the oracle, plus vdpbf16ps' flush of denormal inputs and
+// outputs (Intel SDM: DAZ/FTZ semantics, round to nearest even): an unscaled partial sum below
+// 2^-126 is lost before the scale (<= 448) multiplies it (tolerance: tests/cpu/test_matmul_cpu.cpp).
+// K % 256 tail elements go through a scalar loop with the oracle's exact e2m1*scale product.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "kernels/cpu/kernels_cpu.h"
+#include "kernels/cpu/parallel_for.h"
+#include "kernels/cpu/tuning_cpu.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define NVFP4_GEMV_BF16_X86 1
+// GCC 12 warns inside avx512fintrin.h (masked compares, _mm512_reduce_add_ps start from
+// _mm512_undefined_*()): a known false positive, not an uninitialised value of this file.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace nvfp4::cpu {
+
+#if defined(NVFP4_GEMV_BF16_X86)
+namespace {
+
+#define NVFP4_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+
+constexpr std::int64_t kChunk = 256;  // k per inner iteration: 128 packed bytes, 16 scale bytes
+
+struct Free64 {
+  void operator()(void* p) const { std::free(p); }
+};
+template <typename T>
+std::unique_ptr<T[], Free64> alloc64(std::int64_t count) {
+  std::size_t bytes = static_cast<std::size_t>(count) * sizeof(T);
+  bytes = (bytes + 63) / 64 * 64;
+  return std::unique_ptr<T[], Free64>(static_cast<T*>(std::aligned_alloc(64, bytes == 0 ? 64 : bytes)));
+}
+
+// 16 |E4M3| bytes (one per u32 lane, sign bit ignored) -> fp32, exactly; 0x7F -> NaN (format.h).
+// Normals: bits = (b << 20) + (120 << 23) (exponent bias 7 -> 127, 3 mantissa bits at 22:20).
+// Subnormals (b < 8, value b * 2^-9): the same bits with the exponent one higher give
+// 2^-6 * (1 + b/8); subtracting 2^-6 is exact (Sterbenz) and leaves b * 2^-9. No denormal fp32
+// operand anywhere, so MXCSR DAZ/FTZ do not change the result.
+NVFP4_BF16_TARGET inline __m512 decode_scales16(__m128i bytes16) {
+  const __m512i b = _mm512_and_si512(_mm512_cvtepu8_epi32(bytes16), _mm512_set1_epi32(0x7F));
+  const __m512i t = _mm512_add_epi32(_mm512_slli_epi32(b, 20), _mm512_set1_epi32(120 << 23));
+  const __m512 sub = _mm512_sub_ps(_mm512_castsi512_ps(_mm512_add_epi32(t, _mm512_set1_epi32(1 << 23))),
+                                   _mm512_set1_ps(1.0f / 64.0f));
+  __m512 s = _mm512_mask_blend_ps(_mm512_cmplt_epu32_mask(b, _mm512_set1_epi32(8)), _mm512_castsi512_ps(t), sub);
+  return _mm512_mask_blend_ps(_mm512_cmpeq_epi32_mask(b, _mm512_set1_epi32(0x7F)), s,
+                              _mm512_set1_ps(__builtin_nanf("")));
+}
+
+struct Ctx {
+  const MatmulArgs* a;
+  const std::uint16_t* xp;  // permuted bf16 activations, [m][nch * 256]
+  const float* xt;          // fp32 activations of the K tail, [m][k - nch*256]
+  std::int64_t nch, kp, kt; // full chunks, nch*256, tail length
+};
+
+// accmem[m * NR + r] += per-lane sums over chunks [c0, c1) for x rows m0.. and weight rows
+// n0.. (no tail, no tensor scale). The MR x NR partial sums of one chunk live in registers
+// (>= 8 independent vdpbf16ps chains hide its latency); the accumulators stay in L1 (one FMA
+// read-modify-write per 256 k), which frees registers so each activation load feeds NR rows.
+template <int MR, int NR>
+NVFP4_BF16_TARGET void tile(const Ctx& g, std::int64_t m0, std::int64_t n0, std::int64_t c0, std::int64_t c1,
+                            __m512* accmem) {
+  const MatmulArgs& a = *g.a;
+  const std::int64_t k = a.k;
+  // bf16 bits of the 16 E2M1 values (code order of format.h), twice: vpermw uses index bits 4:0.
+  alignas(64) static const std::uint16_t kTbl[32] = {
+      0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0,
+      0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0,
+      0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0,
+      0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0};
+  const __m512i tbl = _mm512_load_si512(kTbl);
+  const __m512i sel[2] = {_mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30),
+                          _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31)};
+  const std::int64_t rs = k / 2, ss = k / kBlockSize;  // row strides of packed / scales
+  for (std::int64_t c = c0; c < c1; ++c) {
+    const std::uint16_t* xc = g.xp + m0 * g.kp + c * kChunk;
+    const std::uint8_t* pc = a.packed + n0 * rs + c * (kChunk / 2);
+    const std::uint8_t* sc0 = a.scales + n0 * ss + c * 16;
+    __m512 part[MR][NR];
+    for (int h = 0; h < 2; ++h) {
+      __m512i half[NR];
+      for (int r = 0; r < NR; ++r) {
+        const std::uint8_t* p = pc + r * rs;
+        half[r] = _mm512_permutex2var_epi32(_mm512_loadu_si512(p), sel[h], _mm512_loadu_si512(p + 64));
+      }
+      for (int s = 0; s < 4; ++s) {
+        __m512bh w[NR];
+        for (int r = 0; r < NR; ++r)
+          w[r] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(half[r], 4 * s), tbl);
+        for (int m = 0; m < MR; ++m) {
+          const __m512bh xv = (__m512bh)_mm512_load_si512(xc + m * g.kp + 32 * (4 * h + s));
+          for (int r = 0; r < NR; ++r)
+            part[m][r] = (h == 0 && s == 0) ? _mm512_dpbf16_ps(_mm512_setzero_ps(), xv, w[r])
+                                            : _mm512_dpbf16_ps(part[m][r], xv, w[r]);
+        }
+      }
+    }
+    for (int r = 0; r < NR; ++r) {
+      const __m512 sc = decode_scales16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc0 + r * ss)));
+      for (int m = 0; m < MR; ++m) accmem[m * NR + r] = _mm512_fmadd_ps(part[m][r], sc, accmem[m * NR + r]);
+    }
+  }
+}
+
+// Weight rows [n0, n1) x activation rows [m0, m0+MR), chunks [c0, c1), plus the scalar K tail
+// if `tail`; raw sums (no tensor scale) to dst[mi * ds + n].
+template <int MR, int NR>
+NVFP4_BF16_TARGET void rows(const Ctx& g, std::int64_t m0, std::int64_t n0, std::int64_t n1, std::int64_t c0,
+                            std::int64_t c1, bool tail, float* dst, std::int64_t ds) {
+  const MatmulArgs& a = *g.a;
+  const std::int64_t k = a.k;
+  const float* stab = e4m3_abs_table();
+  auto finish = [&](std::int64_t n, int m, float v) {
+    if (tail && g.kt > 0) {
+      const std::uint8_t* prow = a.packed + n * (k / 2);
+      const std::uint8_t* srow = a.scales + n * (k / kBlockSize);
+      const float* xr = g.xt + (m0 + m) * g.kt;
+      float t = 0.0f;
+      for (std::int64_t kk = g.kp; kk < k; ++kk) {
+        const std::uint8_t byte = prow[kk / 2];
+        const std::uint8_t code = (kk & 1) ? e2m1_high(byte) : e2m1_low(byte);
+        t += xr[kk - g.kp] * (e2m1_to_float(code) * stab[srow[kk / kBlockSize]]);
+      }
+      v += t;
+    }
+    dst[m * ds + n] = v;
+  };
+  // K blocks sized so the MR activation rows of one block stay in L1 while every weight row of
+  // the task passes over them (without it M=8 re-read 8 x 28 KiB of x from L2 per weight row).
+  const std::int64_t kb = std::max<std::int64_t>(1, cpu_tuning().gemv_x_block_bytes / (MR * kChunk * 2));
+  constexpr std::int64_t kMaxRows = 64;
+  alignas(64) __m512 accmem[kMaxRows * MR];
+  for (std::int64_t nb = n0; nb < n1; nb += kMaxRows) {
+    const std::int64_t ne = std::min(n1, nb + kMaxRows), full = nb + (ne - nb) / NR * NR;
+    for (std::int64_t i = 0; i < (ne - nb) * MR; ++i) accmem[i] = _mm512_setzero_ps();
+    for (std::int64_t cb = c0; cb < c1; cb += kb) {
+      const std::int64_t ce = std::min(c1, cb + kb);
+      std::int64_t n = nb;
+      for (; n < full; n += NR) tile<MR, NR>(g, m0, n, cb, ce, accmem + (n - nb) * MR);
+      for (; n < ne; ++n) tile<MR, 1>(g, m0, n, cb, ce, accmem + (n - nb) * MR);
+    }
+    // accmem: per tile of NR rows starting at n, [m][r]; single rows past `full`, [m].
+    for (std::int64_t n = nb; n < ne; ++n) {
+      const std::int64_t t0 = n < full ? nb + (n - nb) / NR * NR : n, r = n - t0, nr = n < full ? NR : 1;
+      for (int m = 0; m < MR; ++m) finish(n, m, _mm512_reduce_add_ps(accmem[(t0 - nb) * MR + m * nr + r]));
+    }
+  }
+}
+
+void rows_any_m(const Ctx& g, int mr, std::int64_t m0, std::int64_t n0, std::int64_t n1, std::int64_t c0,
+                std::int64_t c1, bool tail, float* dst, std::int64_t ds) {
+  // MR*NR partial sums + NR weight vectors must fit the 32 zmm registers; >= 6 chains per tile.
+  // NR per MR measured (1 thread, hot, K=14336): M=1 NR=8 22 us, M=4 NR=2 48 us vs NR=4 61 us.
+  switch (mr) {
+    case 1: rows<1, 8>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 2: rows<2, 4>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 3: rows<3, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    default: rows<4, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;  // mr <= 4 (caller)
+  }
+}
+
+// Row mi of x (bf16) into the pair order of `tile`: within each 256-k chunk, index
+// 32*(4h + s) + 2i + j holds x[16i + 8h + s + 4j] (elements >= kx are zero).
+inline int src_of(int v, int w) { return 16 * (w / 2) + 8 * (v / 4) + v % 4 + 4 * (w % 2); }
+
+NVFP4_BF16_TARGET void permute_row(const MatmulArgs& a, std::int64_t mi, std::int64_t kp, std::uint16_t* dst) {
+  const std::uint16_t* src = static_cast<const std::uint16_t*>(a.x) + mi * a.x_stride;
+  // Output word w of vector v reads source 64*(w/8) + idx: quarter q = w/8 of the output comes
+  // from source vectors 2q, 2q+1 (vpermt2w picks among their 64 words).
+  alignas(64) std::uint16_t idx[8][32];
+  for (int v = 0; v < 8; ++v)
+    for (int w = 0; w < 32; ++w) idx[v][w] = static_cast<std::uint16_t>(src_of(v, w) - 64 * (w / 8));
+  const std::int64_t full = std::min(kp, a.kx / kChunk * kChunk);
+  for (std::int64_t c = 0; c < full; c += kChunk) {
+    __m512i x[8];
+    for (int q = 0; q < 8; ++q) x[q] = _mm512_loadu_si512(src + c + 32 * q);
+    for (int v = 0; v < 8; ++v) {
+      const __m512i id = _mm512_load_si512(idx[v]);
+      __m512i o = _mm512_mask_blend_epi16(0x0000FF00u, _mm512_permutex2var_epi16(x[0], id, x[1]),
+                                          _mm512_permutex2var_epi16(x[2], id, x[3]));
+      o = _mm512_mask_blend_epi16(0x00FF0000u, o, _mm512_permutex2var_epi16(x[4], id, x[5]));
+      o = _mm512_mask_blend_epi16(0xFF000000u, o, _mm512_permutex2var_epi16(x[6], id, x[7]));
+      _mm512_store_si512(dst + c + 32 * v, o);
+    }
+  }
+  for (std::int64_t c = full; c < kp; c += kChunk)
+    for (int v = 0; v < 8; ++v)
+      for (int w = 0; w < 32; ++w) {
+        const std::int64_t kk = c + src_of(v, w);
+        dst[c + 32 * v + w] = kk < a.kx ? src[kk] : 0;
+      }
+}
+
+}  // namespace
+
+void gemv_nvfp4_avx512bf16(const MatmulArgs& a) {
+  const std::int64_t k = a.k, n = a.n, m = a.m;
+  Ctx g{&a, nullptr, nullptr, k / kChunk, 0, 0};
+  g.kp = g.nch * kChunk;
+  g.kt = k - g.kp;
+  auto xp = alloc64<std::uint16_t>(std::max<std::int64_t>(1, m * g.kp));
+  std::vector<float> xt(static_cast<std::size_t>(std::max<std::int64_t>(1, m * g.kt)));
+  for (std::int64_t mi = 0; mi < m; ++mi) {
+    permute_row(a, mi, g.kp, xp.get() + mi * g.kp);
+    const std::uint16_t* src = static_cast<const std::uint16_t*>(a.x) + mi * a.x_stride;
+    for (std::int64_t kk = g.kp; kk < k; ++kk) xt[mi * g.kt + kk - g.kp] = kk < a.kx ? bf16_to_f32(src[kk]) : 0.0f;
+  }
+  g.xp = xp.get();
+  g.xt = xt.data();
+
+  const CpuTuning& tune = cpu_tuning();
+  const std::int64_t rows_per_task = tune.gemv_rows_per_task;
+  const std::int64_t ngroups = (n + rows_per_task - 1) / rows_per_task;
+  // Activation rows in balanced groups of <= 4: measured on Zen 4 (1 thread, hot), M=8 as two
+  // groups of 4 (weights decoded twice) beats one 8-row tile, whose 16 partial-sum chains plus
+  // decode temporaries crowd the 32 registers (docs/perf-cpu.md). One task runs every group over
+  // its weight rows, so the second group reads them from L1/L2, not DRAM.
+  const std::int64_t mgroups = (m + 3) / 4;
+  // Split K when N alone cannot keep every thread busy (small N, long K).
+  const std::int64_t want = tune.gemv_min_tasks_per_thread * num_threads();
+  std::int64_t nseg = 1;
+  if (ngroups < want && g.nch >= 2) nseg = std::min<std::int64_t>(g.nch, (want + ngroups - 1) / ngroups);
+  std::vector<float> sums(static_cast<std::size_t>(nseg * m * n));
+
+  parallel_for(ngroups * nseg, [&](std::int64_t t) {
+    const std::int64_t seg = t % nseg, gi = t / nseg;
+    const std::int64_t n0 = gi * rows_per_task, n1 = std::min(n, n0 + rows_per_task);
+    const std::int64_t c0 = g.nch * seg / nseg, c1 = g.nch * (seg + 1) / nseg;
+    for (std::int64_t mg = 0; mg < mgroups; ++mg) {
+      const std::int64_t m0 = m * mg / mgroups, m1 = m * (mg + 1) / mgroups;
+      rows_any_m(g, static_cast<int>(m1 - m0), m0, n0, n1, c0, c1, seg == nseg - 1, sums.data() + seg * m * n + m0 * n, n);
+    }
+  });
+
+  // K segments summed in a fixed order (deterministic), tensor scale once, store.
+  for (std::int64_t mi = 0; mi < m; ++mi)
+    for (std::int64_t ni = 0; ni < n; ++ni) {
+      float v = sums[static_cast<std::size_t>(mi * n + ni)];
+      for (std::int64_t s = 1; s < nseg; ++s) v += sums[static_cast<std::size_t>((s * m + mi) * n + ni)];
+      store_from_f32(a.y, a.dtype, mi * a.y_stride + ni, v * a.tensor_scale);
+    }
+}
+#else
+void gemv_nvfp4_avx512bf16(const MatmulArgs&) {}
+#endif
+
+}  // namespace nvfp4::cpu

@@ -1,0 +1,274 @@
+// kernels/cpu/gemv_nvfp4_hwy.cpp -- W4A16 NVFP4 GEMV for small M (decode), every Highway target.
+//
+// The weights are read once per group of <= 8 rows of x: at M=1 the kernel is a stream over the
+// packed bytes (N*K/2 + N*K/16 B) and must decode faster than DRAM delivers them.
+//
+// Decode without any nibble shuffling: a vector of L u32 words holds 8 codes per lane. Two such
+// vectors (4L bytes each) are split into even words E and odd words O (ConcatEven/ConcatOdd), so
+// lane i of E and O covers elements 16i..16i+7 and 16i+8..16i+15 of the chunk: one whole
+// 16-element block per lane. `E >> 4j` then has element 16i+j in the low nibble of lane i, which
+// a 16-entry table turns into fp32 (AVX-512: vpermps reads only the low 4 index bits; AVX2:
+// 8-entry vpermps + sign bit; elsewhere exact integer arithmetic). The activations are
+// permuted once per call into the same order (xp[c][j][i] = x[c*16L + 16i + j]), so no shuffles
+// are needed on the weight side. Lane i's block scale is one E4M3 byte, decoded with integer ops
+// (no denormal operands, so the result does not depend on DAZ/FTZ).
+//
+// Arithmetic per lane and block: p = sum_j e2m1_j * x_j (fp32 FMA, 16 terms), acc += p * |scale|;
+// the tensor scale multiplies the final fp32 sum once. e2m1 values and scales are exact in
+// fp32; only the summation order and FMA rounding differ from the oracle (tolerance in
+// tests/cpu/test_matmul_cpu.cpp). K % (16L) elements at the end of a row go through a scalar
+// loop with the oracle's exact e2m1*scale product.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/kernels_cpu.h"
+#include "kernels/cpu/parallel_for.h"
+#include "kernels/cpu/tuning_cpu.h"
+
+#define HWY_WANT_AVX3_DL 1  // Ice Lake / Zen 4 / Sapphire Rapids: compile and test that target too
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/gemv_nvfp4_hwy.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/aligned_allocator.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace nvfp4::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using DU = hn::RebindToUnsigned<DF>;
+using DI = hn::RebindToSigned<DF>;
+using D8 = hn::Rebind<std::uint8_t, DF>;
+using VF = hn::Vec<DF>;
+using VU = hn::Vec<DU>;
+
+// fp32 E2M1 value of the code in bits 3:0 of each lane (higher bits are ignored).
+HWY_INLINE VF DecodeE2M1(DF df, VU v) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  const __m512 tbl = _mm512_setr_ps(0.f, .5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f,  //
+                                    -0.f, -.5f, -1.f, -1.5f, -2.f, -3.f, -4.f, -6.f);
+  return VF{_mm512_permutexvar_ps(v.raw, tbl)};
+#elif HWY_TARGET == HWY_AVX2
+  const __m256 tbl = _mm256_setr_ps(0.f, .5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f);
+  const DU du;
+  const VF mag{_mm256_permutevar8x32_ps(tbl, v.raw)};  // low 3 bits pick the magnitude
+  const VU sign = hn::And(hn::ShiftLeft<28>(v), hn::Set(du, 0x80000000u));
+  return hn::Or(mag, hn::BitCast(df, sign));
+#else
+  // magnitude m: m >= 2 -> bits (m << 22) + 0x3F000000 (exponent m>>1 - 1, mantissa m&1);
+  // m == 1 -> 0.5 = 0x3F000000; m == 0 -> 0.
+  const DU du;
+  const DI di;
+  const VU m = hn::And(v, hn::Set(du, 7u));
+  VU bits = hn::Add(hn::ShiftLeft<22>(m), hn::Set(du, 0x3F000000u));
+  const auto is1 = hn::RebindMask(du, hn::Eq(hn::BitCast(di, m), hn::Set(di, 1)));
+  bits = hn::IfThenElse(is1, hn::Set(du, 0x3F000000u), bits);
+  const auto is0 = hn::RebindMask(du, hn::Eq(hn::BitCast(di, m), hn::Zero(di)));
+  bits = hn::IfThenZeroElse(is0, bits);
+  const VU sign = hn::And(hn::ShiftLeft<28>(v), hn::Set(du, 0x80000000u));
+  return hn::BitCast(df, hn::Or(bits, sign));
+#endif
+}
+
+// |E4M3| byte (one per u32 lane) -> fp32, exactly; 0x7F -> NaN as in format.h.
+HWY_INLINE VF DecodeE4M3Abs(DF df, VU b) {
+  const DU du;
+  const DI di;
+  b = hn::And(b, hn::Set(du, 0x7Fu));
+  const VF normal = hn::BitCast(df, hn::Add(hn::ShiftLeft<20>(b), hn::Set(du, 120u << 23)));
+  const VF sub = hn::Mul(hn::ConvertTo(df, hn::BitCast(di, hn::And(b, hn::Set(du, 7u)))),
+                         hn::Set(df, 1.0f / 512.0f));
+  const auto is_sub = hn::RebindMask(df, hn::Lt(hn::BitCast(di, b), hn::Set(di, 8)));
+  const VF s = hn::IfThenElse(is_sub, sub, normal);
+  const auto is_nan = hn::RebindMask(df, hn::Eq(hn::BitCast(di, b), hn::Set(di, 0x7F)));
+  return hn::IfThenElse(is_nan, hn::NaN(df), s);
+}
+
+struct GemvCtx {
+  const MatmulArgs* a;
+  const float* xp;        // permuted fp32 activations [m][k]
+  std::int64_t L, chunk;  // lanes, elements per chunk (16L)
+  std::int64_t nch;       // full chunks per row
+};
+
+// out[mi][r] = sum over chunks [c0, c1) of rows m0.., weight rows n0.. (no tail, no tensor scale)
+template <int MR, int NR>
+HWY_INLINE void GemvTile(const GemvCtx& g, std::int64_t m0, std::int64_t n0, std::int64_t c0,
+                         std::int64_t c1, float out[MR][NR]) {
+  const DF df;
+  const DU du;
+  const D8 d8;
+  const MatmulArgs& a = *g.a;
+  const std::int64_t L = g.L, k = a.k;
+  const std::uint8_t* prow[NR];
+  const std::uint8_t* srow[NR];
+  for (int r = 0; r < NR; ++r) {
+    prow[r] = a.packed + (n0 + r) * (k / 2);
+    srow[r] = a.scales + (n0 + r) * (k / kBlockSize);
+  }
+  VF acc[MR][NR];
+  for (int m = 0; m < MR; ++m)
+    for (int r = 0; r < NR; ++r) acc[m][r] = hn::Zero(df);
+  for (std::int64_t c = c0; c < c1; ++c) {
+    const float* xc = g.xp + m0 * k + c * g.chunk;
+    for (int r = 0; r < NR; ++r) {
+      const std::uint8_t* p = prow[r] + c * 8 * L;
+#if HWY_TARGET == HWY_SCALAR
+      std::uint32_t w0, w1;
+      std::memcpy(&w0, p, 4);
+      std::memcpy(&w1, p + 4, 4);
+      const VU E = hn::Set(du, w0), O = hn::Set(du, w1);
+#else
+      const VU lo = hn::LoadU(du, reinterpret_cast<const std::uint32_t*>(p));
+      const VU hi = hn::LoadU(du, reinterpret_cast<const std::uint32_t*>(p + 4 * L));
+      const VU E = hn::ConcatEven(du, hi, lo);
+      const VU O = hn::ConcatOdd(du, hi, lo);
+#endif
+      const VF s = DecodeE4M3Abs(df, hn::PromoteTo(du, hn::LoadU(d8, srow[r] + c * L)));
+      VF part[MR];
+      {
+        const VF w = DecodeE2M1(df, E);
+        for (int m = 0; m < MR; ++m) part[m] = hn::Mul(w, hn::Load(df, xc + m * k));
+      }
+      for (int j = 1; j < 8; ++j) {
+        const VF w = DecodeE2M1(df, hn::ShiftRightSame(E, 4 * j));
+        for (int m = 0; m < MR; ++m) part[m] = hn::MulAdd(w, hn::Load(df, xc + m * k + j * L), part[m]);
+      }
+      for (int j = 0; j < 8; ++j) {
+        const VF w = DecodeE2M1(df, hn::ShiftRightSame(O, 4 * j));
+        for (int m = 0; m < MR; ++m)
+          part[m] = hn::MulAdd(w, hn::Load(df, xc + m * k + (8 + j) * L), part[m]);
+      }
+      for (int m = 0; m < MR; ++m) acc[m][r] = hn::MulAdd(part[m], s, acc[m][r]);
+    }
+  }
+  for (int m = 0; m < MR; ++m)
+    for (int r = 0; r < NR; ++r) out[m][r] = hn::GetLane(hn::SumOfLanes(df, acc[m][r]));
+}
+
+// Rows [n0, n1) of W against rows [m0, m0+MR) of x, chunks [c0, c1), plus the scalar K tail if
+// `tail`. Writes the raw sums (no tensor scale) to dst[mi * dst_stride + n].
+template <int MR, int NR>
+void GemvRows(const GemvCtx& g, std::int64_t m0, std::int64_t n0, std::int64_t n1, std::int64_t c0,
+              std::int64_t c1, bool tail, float* dst, std::int64_t dst_stride) {
+  const MatmulArgs& a = *g.a;
+  const std::int64_t k = a.k;
+  const float* stab = e4m3_abs_table();
+  auto finish = [&](std::int64_t n, int m, float v) {
+    if (tail) {
+      const std::uint8_t* prow = a.packed + n * (k / 2);
+      const std::uint8_t* srow = a.scales + n * (k / kBlockSize);
+      const float* xr = g.xp + (m0 + m) * k;
+      float t = 0.0f;
+      for (std::int64_t kk = g.nch * g.chunk; kk < k; ++kk) {
+        const std::uint8_t byte = prow[kk / 2];
+        const std::uint8_t code = (kk & 1) ? e2m1_high(byte) : e2m1_low(byte);
+        t += xr[kk] * (e2m1_to_float(code) * stab[srow[kk / kBlockSize]]);
+      }
+      v += t;
+    }
+    dst[m * dst_stride + n] = v;
+  };
+  std::int64_t n = n0;
+  for (; n + NR <= n1; n += NR) {
+    float out[MR][NR];
+    GemvTile<MR, NR>(g, m0, n, c0, c1, out);
+    for (int m = 0; m < MR; ++m)
+      for (int r = 0; r < NR; ++r) finish(n + r, m, out[m][r]);
+  }
+  for (; n < n1; ++n) {
+    float out[MR][1];
+    GemvTile<MR, 1>(g, m0, n, c0, c1, out);
+    for (int m = 0; m < MR; ++m) finish(n, m, out[m][0]);
+  }
+}
+
+void GemvRowsAnyM(const GemvCtx& g, int mr, std::int64_t m0, std::int64_t n0, std::int64_t n1,
+                  std::int64_t c0, std::int64_t c1, bool tail, float* dst, std::int64_t ds) {
+  // NR so that MR*NR independent FMA chains (>= 4) hide the FMA latency.
+  switch (mr) {
+    case 1: GemvRows<1, 4>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 2: GemvRows<2, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 3: GemvRows<3, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 4: GemvRows<4, 1>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 5: GemvRows<5, 1>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 6: GemvRows<6, 1>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 7: GemvRows<7, 1>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    default: GemvRows<8, 1>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+  }
+}
+
+void GemvImpl(const MatmulArgs& a) {
+  const DF df;
+  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
+  const std::int64_t chunk = 16 * L, k = a.k, n = a.n, m = a.m;
+  GemvCtx g{&a, nullptr, L, chunk, k / chunk};
+
+  // Activations: widened to fp32 once, permuted into the decode order (see the file header).
+  auto xp = hwy::AllocateAligned<float>(static_cast<std::size_t>(m * k));
+  std::vector<float> row(static_cast<std::size_t>(k));
+  for (std::int64_t mi = 0; mi < m; ++mi) {
+    load_x_row_f32(a, mi, row.data());
+    float* dst = xp.get() + mi * k;
+    for (std::int64_t c = 0; c < g.nch; ++c)
+      for (std::int64_t j = 0; j < 16; ++j)
+        for (std::int64_t i = 0; i < L; ++i) dst[c * chunk + j * L + i] = row[c * chunk + 16 * i + j];
+    for (std::int64_t kk = g.nch * chunk; kk < k; ++kk) dst[kk] = row[kk];
+  }
+  g.xp = xp.get();
+
+  const CpuTuning& tune = cpu_tuning();
+  const std::int64_t rows_per_task = tune.gemv_rows_per_task;
+  const std::int64_t ngroups = (n + rows_per_task - 1) / rows_per_task;
+  const std::int64_t mgroups = (m + 7) / 8;
+  // Split K when N alone cannot keep every thread busy (small N, long K).
+  const std::int64_t want = tune.gemv_min_tasks_per_thread * num_threads();
+  std::int64_t nseg = 1;
+  if (ngroups * mgroups < want && g.nch >= 2)
+    nseg = std::min<std::int64_t>(g.nch, (want + ngroups * mgroups - 1) / (ngroups * mgroups));
+  std::vector<float> partial;
+  if (nseg > 1) partial.assign(static_cast<std::size_t>(nseg * m * n), 0.0f);
+  std::vector<float> direct(nseg == 1 ? static_cast<std::size_t>(m * n) : 0);
+  float* sums = nseg > 1 ? partial.data() : direct.data();
+
+  parallel_for(ngroups * mgroups * nseg, [&](std::int64_t t) {
+    const std::int64_t seg = t % nseg, rest = t / nseg;
+    const std::int64_t gi = rest % ngroups, mgi = rest / ngroups;
+    const std::int64_t n0 = gi * rows_per_task, n1 = std::min(n, n0 + rows_per_task);
+    const std::int64_t m0 = mgi * 8;
+    const int mr = static_cast<int>(std::min<std::int64_t>(8, m - m0));
+    const std::int64_t c0 = g.nch * seg / nseg, c1 = g.nch * (seg + 1) / nseg;
+    float* dst = sums + seg * m * n + m0 * n;
+    GemvRowsAnyM(g, mr, m0, n0, n1, c0, c1, seg == nseg - 1, dst, n);
+  });
+
+  // Sum K segments in a fixed order (deterministic), apply the tensor scale once, store.
+  for (std::int64_t mi = 0; mi < m; ++mi) {
+    for (std::int64_t ni = 0; ni < n; ++ni) {
+      float v = sums[mi * n + ni];
+      for (std::int64_t s = 1; s < nseg; ++s) v += sums[(s * m + mi) * n + ni];
+      store_from_f32(a.y, a.dtype, mi * a.y_stride + ni, v * a.tensor_scale);
+    }
+  }
+}
+
+const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace nvfp4::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace nvfp4::cpu {
+HWY_EXPORT(GemvImpl);
+HWY_EXPORT(TargetName);
+
+void gemv_nvfp4_hwy(const MatmulArgs& a) { HWY_DYNAMIC_DISPATCH(GemvImpl)(a); }
+const char* hwy_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+
+std::vector<std::int64_t> hwy_compiled_targets() { return hwy::SupportedAndGeneratedTargets(); }
+}  // namespace nvfp4::cpu
+#endif

@@ -1,0 +1,68 @@
+// kernels/cpu/kernels_cpu.h -- internal interface between the CPU dispatcher (matmul_cpu.cpp)
+// and the kernels. Kernels take raw pointers, sizes and strides (already validated by
+// validate_matmul) and never throw.
+//
+// Layout assumed everywhere: canonical NVFP4 (format.h): packed [n, k/2] (element 2j low nibble),
+// scales [n, k/16] E4M3; x [m, kx] with row stride x_stride (elements), kx in (k-16, k], the
+// missing activations counting as zero; y [m, n] with row stride y_stride, dtype of x.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "nvfp4/dtype.h"
+#include "nvfp4/format.h"
+
+namespace nvfp4::cpu {
+
+struct MatmulArgs {
+  const void* x = nullptr;
+  DType dtype = DType::kF32;
+  std::int64_t m = 0, kx = 0, x_stride = 0;
+  const std::uint8_t* packed = nullptr;
+  const std::uint8_t* scales = nullptr;
+  float tensor_scale = 1.0f;
+  std::int64_t n = 0, k = 0;
+  void* y = nullptr;
+  std::int64_t y_stride = 0;
+};
+
+// gemv_nvfp4_hwy.cpp: weights streamed once per group of <= 8 rows of x; any M. Runs the
+// Highway target chosen by dynamic dispatch (hwy::SetSupportedTargetsForTest narrows it).
+void gemv_nvfp4_hwy(const MatmulArgs& a);
+// gemv_nvfp4_avx512bf16.cpp: bf16 activations only, needs avx512bf16_supported(); any M (tuned
+// for M <= 8): 32 products per vdpbf16ps, codes decoded by vpsrlw + vpermw.
+void gemv_nvfp4_avx512bf16(const MatmulArgs& a);
+// gemm_nvfp4_hwy.cpp: W decoded exactly to fp32 panels, fp32 FMA microkernel; any dtype.
+void gemm_nvfp4_hwy(const MatmulArgs& a);
+// Name of the Highway target dynamic dispatch picks now ("AVX3", "AVX2", "EMU128", ...).
+const char* hwy_target_name();
+std::vector<std::int64_t> hwy_compiled_targets();
+
+// gemm_nvfp4_bf16.cpp: W decoded exactly to bf16 pair panels, bf16 x (exact), fp32 accumulate;
+// the microkernel is AVX512-BF16 vdpbf16ps (gemm_nvfp4_avx512bf16.cpp) or AMX tiles
+// (gemm_nvfp4_amx.cpp). bf16 activations only.
+enum class Bf16Kernel { kAvx512Bf16, kAmx };
+bool bf16_kernel_supported(Bf16Kernel kind);
+void gemm_nvfp4_bf16(const MatmulArgs& a, Bf16Kernel kind);
+
+// Microkernels of the bf16 GEMM. C[rows, nc] += A[rows, kc] . B, where A is bf16 row-major
+// (lda elements), B is a decoded panel in pair layout Bp[kc/2][nc][2] (bf16), C fp32 (ldc).
+// rows % 32 == 0, nc % 32 == 0, kc % 32 == 0 (the driver pads with zeros).
+bool avx512bf16_supported();
+void gemm_ukernel_avx512bf16(const std::uint16_t* A, std::int64_t lda, const std::uint16_t* Bp,
+                             std::int64_t nc, std::int64_t kc, float* C, std::int64_t ldc,
+                             std::int64_t rows);
+bool amx_supported();  // CPUID AMX-TILE+AMX-BF16 and the kernel granted XTILEDATA to this process
+void gemm_ukernel_amx(const std::uint16_t* A, std::int64_t lda, const std::uint16_t* Bp,
+                      std::int64_t nc, std::int64_t kc, float* C, std::int64_t ldc,
+                      std::int64_t rows);
+
+// ---- shared scalar helpers (exact) -------------------------------------------------------
+// |scale| as fp32 for every E4M3 byte (0x7F/0xFF -> NaN, as the oracle gives).
+const float* e4m3_abs_table();  // 256 entries
+
+// Row m of x widened exactly to fp32 into dst[0, k): elements >= kx are zero.
+void load_x_row_f32(const MatmulArgs& a, std::int64_t m, float* dst);
+
+}  // namespace nvfp4::cpu

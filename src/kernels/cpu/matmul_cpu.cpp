@@ -1,0 +1,121 @@
+// kernels/cpu/matmul_cpu.cpp -- the CPU backend's dispatcher: a short ordered chain.
+//   M <= gemv_max_m, bf16, AVX512-BF16      -> GEMV on vdpbf16ps
+//   M <= gemv_max_m (tuning_cpu.h)          -> GEMV (Highway, best target)
+//   bf16 activations, AMX granted            -> GEMM on AMX tiles
+//   bf16 activations, AVX512-BF16            -> GEMM on vdpbf16ps
+//   otherwise                                -> GEMM fp32 (Highway, best target)
+// fp32/fp16 activations never take a bf16 path: rounding x to bf16 would cost ~2^-9 relative
+// per product, far outside the documented tolerance.
+#include "kernels/cpu/matmul_cpu.h"
+
+#include <string>
+
+#include "kernels/cpu/kernels_cpu.h"
+#include "kernels/cpu/tuning_cpu.h"
+#include "nvfp4/error.h"
+#include "nvfp4/ops.h"
+
+namespace nvfp4::cpu {
+
+const float* e4m3_abs_table() {
+  static const struct Table {
+    float v[256];
+    Table() {
+      for (int b = 0; b < 256; ++b) v[b] = e4m3_to_float(static_cast<std::uint8_t>(b & 0x7F));
+    }
+  } t;
+  return t.v;
+}
+
+void load_x_row_f32(const MatmulArgs& a, std::int64_t m, float* dst) {
+  switch (a.dtype) {
+    case DType::kF32: {
+      const float* src = static_cast<const float*>(a.x) + m * a.x_stride;
+      for (std::int64_t k = 0; k < a.kx; ++k) dst[k] = src[k];
+      break;
+    }
+    case DType::kBF16: {
+      const std::uint16_t* src = static_cast<const std::uint16_t*>(a.x) + m * a.x_stride;
+      for (std::int64_t k = 0; k < a.kx; ++k) dst[k] = bf16_to_f32(src[k]);
+      break;
+    }
+    default: {
+      const std::uint16_t* src = static_cast<const std::uint16_t*>(a.x) + m * a.x_stride;
+      for (std::int64_t k = 0; k < a.kx; ++k) dst[k] = f16_to_f32(src[k]);
+      break;
+    }
+  }
+  for (std::int64_t k = a.kx; k < a.k; ++k) dst[k] = 0.0f;
+}
+
+const char* cpu_path_name(CpuPath p) {
+  switch (p) {
+    case CpuPath::kAuto: return "auto";
+    case CpuPath::kGemv: return "gemv_nvfp4_hwy";
+    case CpuPath::kGemmF32: return "gemm_nvfp4_hwy";
+    case CpuPath::kGemmAvx512Bf16: return "gemm_nvfp4_avx512bf16";
+    case CpuPath::kGemvAvx512Bf16: return "gemv_nvfp4_avx512bf16";
+    default: return "gemm_nvfp4_amx";
+  }
+}
+
+bool cpu_path_supported(CpuPath p, DType t) {
+  switch (p) {
+    case CpuPath::kGemmAvx512Bf16:
+    case CpuPath::kGemvAvx512Bf16: return t == DType::kBF16 && bf16_kernel_supported(Bf16Kernel::kAvx512Bf16);
+    case CpuPath::kGemmAmx: return t == DType::kBF16 && bf16_kernel_supported(Bf16Kernel::kAmx);
+    default: return true;
+  }
+}
+
+CpuPath cpu_path_for(std::int64_t m, DType t) {
+  if (m <= cpu_tuning().gemv_max_m)
+    return cpu_path_supported(CpuPath::kGemvAvx512Bf16, t) ? CpuPath::kGemvAvx512Bf16 : CpuPath::kGemv;
+  if (cpu_path_supported(CpuPath::kGemmAmx, t)) return CpuPath::kGemmAmx;
+  if (cpu_path_supported(CpuPath::kGemmAvx512Bf16, t)) return CpuPath::kGemmAvx512Bf16;
+  return CpuPath::kGemmF32;
+}
+
+std::string cpu_kernel_name(std::int64_t m, DType t) {
+  const CpuPath p = cpu_path_for(m, t);
+  std::string s = cpu_path_name(p);
+  if (p == CpuPath::kGemv || p == CpuPath::kGemmF32) s += std::string("_") + hwy_target_name();
+  return s;
+}
+
+void quantized_matmul_path(const MatrixView& x, const WeightView& w, const MatrixView& y, CpuPath p) {
+  const char* op = "quantized_matmul[cpu]";
+  validate_matmul(op, x, w, y);
+  if (x.rows == 0) return;
+  if (p == CpuPath::kAuto) p = cpu_path_for(x.rows, x.dtype);
+  if (!cpu_path_supported(p, x.dtype))
+    fail(op, std::string("kernel ") + cpu_path_name(p) + " cannot run here for " + dtype_name(x.dtype) +
+                 " activations (M=" + std::to_string(x.rows) + " N=" + std::to_string(w.n) +
+                 " K=" + std::to_string(w.k) + ")");
+  MatmulArgs a;
+  a.x = x.data;
+  a.dtype = x.dtype;
+  a.m = x.rows;
+  a.kx = x.cols;
+  a.x_stride = x.stride;
+  a.packed = w.packed;
+  a.scales = w.scales;
+  a.tensor_scale = w.tensor_scale;
+  a.n = w.n;
+  a.k = w.k;
+  a.y = y.data;
+  a.y_stride = y.stride;
+  switch (p) {
+    case CpuPath::kGemv: gemv_nvfp4_hwy(a); break;
+    case CpuPath::kGemmF32: gemm_nvfp4_hwy(a); break;
+    case CpuPath::kGemmAvx512Bf16: gemm_nvfp4_bf16(a, Bf16Kernel::kAvx512Bf16); break;
+    case CpuPath::kGemvAvx512Bf16: gemv_nvfp4_avx512bf16(a); break;
+    default: gemm_nvfp4_bf16(a, Bf16Kernel::kAmx); break;
+  }
+}
+
+void quantized_matmul(const MatrixView& x, const WeightView& w, const MatrixView& y) {
+  quantized_matmul_path(x, w, y, CpuPath::kAuto);
+}
+
+}  // namespace nvfp4::cpu

@@ -1,0 +1,40 @@
+// kernels/cpu/tuning_cpu.h -- block sizes and thresholds of the CPU kernels.
+// These change speed only, never results: every kernel computes each output as one fp32
+// sum over K whose grouping does not depend on any value here except where noted (the K split
+// of the GEMV changes the summation order; the tests cover split and unsplit shapes).
+#pragma once
+
+#include <cstdint>
+
+namespace nvfp4::cpu {
+
+struct CpuTuning {
+  // GEMV (weights streamed once for all rows of x) up to this M; GEMM above. At M=8 the GEMV
+  // still runs 8 FMAs per decoded vector, which keeps it under the decode+stream cost.
+  std::int64_t gemv_max_m = 8;
+  // Weight rows (N) per GEMV task; several rows per task give independent FMA chains and let
+  // one atomic per task amortise over >= 16 KiB of weights at K=4096.
+  std::int64_t gemv_rows_per_task = 8;
+  // Split K into segments when N alone gives fewer than this many tasks per thread.
+  std::int64_t gemv_min_tasks_per_thread = 4;
+  // AVX512-BF16 GEMV: bytes of (permuted bf16) activations per K block, all rows of the group;
+  // every weight row of a task passes over one block before the next (L1-resident x).
+  std::int64_t gemv_x_block_bytes = 16384;
+  // GEMM blocking: NC columns of W decoded per panel (L2-resident: NC*KC*4 B = 256 KiB fp32,
+  // 128 KiB bf16), KC depth per decoded panel, MC rows of x per task (C accumulator MC*NC*4 B =
+  // 256 KiB). KC 512 vs 256: +3% on the bf16 GEMM (Zen 4, 1 thread, M=512 N=256 K=14336:
+  // 201 vs 196 GFLOP/s; 1024: 203), fewer C tile reloads per decoded depth.
+  std::int64_t gemm_nc = 128;
+  std::int64_t gemm_kc = 512;
+  std::int64_t gemm_mc = 512;
+};
+
+// The one table, read by every kernel call. Benchmarks and tests may change it through
+// cpu_tuning_mutable() between calls (never during one) to compare settings in one process.
+inline CpuTuning& cpu_tuning_mutable() {
+  static CpuTuning t{};
+  return t;
+}
+inline const CpuTuning& cpu_tuning() { return cpu_tuning_mutable(); }
+
+}  // namespace nvfp4::cpu

@@ -1,0 +1,22 @@
+// The CUDA entry points of a build without CUDA: report that, never crash.
+#include "kernels/cuda/cuda_host.h"
+#include "nvfp4/cuda.h"
+#include "nvfp4/error.h"
+namespace nvfp4::cuda {
+bool compiled() { return false; }
+bool available() { return false; }
+void quantized_matmul(const MatrixView&, const WeightView&, const MatrixView&, void*) {
+  fail("cuda::quantized_matmul", "this build of nvfp4 has no CUDA backend (configure with nvcc on PATH)");
+}
+void quantized_matmul_host(const MatrixView&, const WeightView&, const MatrixView&) {
+  fail("quantized_matmul", "backend=cuda requested but this build of nvfp4 has no CUDA backend");
+}
+}  // namespace nvfp4::cuda
+
+// The autotuner needs the CUDA backend too.
+#include "kernels/cuda/tuning_sm90.h"
+namespace nvfp4::cuda {
+std::vector<GemvTableEntry> gemv_autotune(const TuneOptions&) {
+  fail("tune", "this build of nvfp4 has no CUDA backend: nothing to tune");
+}
+}  // namespace nvfp4::cuda

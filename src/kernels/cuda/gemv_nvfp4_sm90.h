@@ -1,0 +1,42 @@
+// kernels/cuda/gemv_nvfp4_sm90.h -- internal launch interface of the Hopper NVFP4 GEMV.
+// Raw pointers, sizes, strides and a stream in; a cudaError_t out. No validation here: the
+// API layer (matmul_cuda.cu) validates once and throws.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/tuning_sm90.h"
+
+namespace nvfp4::cuda {
+
+// The kernel's activation operand "A": up to 48 virtual rows of 16-bit values (bf16 or fp16),
+// row stride a_stride elements (a multiple of 8, base 16-byte aligned), k columns, values past
+// the real K already zero. A real output row m is the sum of `pieces` virtual rows
+// p*m_rows + m (fp32 activations are split exactly into 3 bf16 pieces).
+struct GemvArgs {
+  const std::uint8_t* packed = nullptr;  // [n, k/2] canonical
+  const std::uint8_t* scales = nullptr;  // [n, k/16] E4M3
+  float tensor_scale = 1.0f;
+  std::int64_t n = 0, k = 0;
+  const void* a = nullptr;
+  std::int64_t a_stride = 0;
+  bool a_f16 = false;   // fp16 operand (else bf16)
+  int pieces = 1;       // 1 or 3
+  int m_rows = 1;       // real rows (pieces * m_rows <= 48; <= 16 when pieces == 1)
+  void* y = nullptr;
+  int y_dtype = 0;      // nvfp4::DType as int
+  std::int64_t y_stride = 0;
+};
+
+// True when the 16-byte weight path applies (K % 32 == 0 and packed 16-byte aligned);
+// otherwise the 8-byte path runs (K % 16 == 0, packed 8-byte aligned).
+bool gemv_vec16_ok(const GemvArgs& a);
+
+cudaError_t gemv_nvfp4_sm90(const GemvArgs& args, const GemvTile& tile, cudaStream_t stream);
+
+// Name of the kernel variant that gemv_nvfp4_sm90 runs for these arguments (for bench rows).
+const char* gemv_nvfp4_sm90_name(const GemvArgs& args, const GemvTile& tile);
+
+}  // namespace nvfp4::cuda

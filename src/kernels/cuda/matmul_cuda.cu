@@ -1,0 +1,245 @@
+// kernels/cuda/matmul_cuda.cu -- the CUDA backend's API layer: validate once, pick the tile from
+// the tuning table, prepare activations when the kernel cannot read them directly, launch,
+// turn CUDA errors into nvfp4::Error. Also the host-tensor path (copies in and out).
+//
+// Activation paths:
+//   direct   bf16/fp16, x.cols == K, 16-byte aligned base and row stride: the GEMV reads x itself.
+//   prepared anything else (fp32, odd strides, unaligned, K' < K padding): one small kernel
+//            writes 16-bit rows (fp32 -> 3 exact bf16 pieces, zero padding past K') into a
+//            stream-ordered workspace (cudaMallocAsync: no sync, capturable in CUDA graphs).
+// M > 16 (prefill): there is no GEMM kernel yet; the GEMV runs once per chunk of 16 rows, so
+// the weights are read ceil(M/16) times. Correct but slow -- a GEMM is a later issue.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+#include "kernels/cuda/cuda_host.h"
+#include "kernels/cuda/gemv_nvfp4_sm90.h"
+#include "kernels/cuda/matmul_cuda.h"
+#include "nvfp4/cuda.h"
+#include "nvfp4/error.h"
+#include "nvfp4/format.h"
+#include "nvfp4/ops.h"
+
+namespace nvfp4::cuda {
+namespace {
+
+constexpr int kMaxRows = 16;  // rows per GEMV launch (one m16 mma tile)
+
+void check(cudaError_t e, const char* op, const std::string& what) {
+  if (e != cudaSuccess) fail(op, what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+}
+
+std::string shape_of(const MatrixView& x, const WeightView& w) {
+  return "M=" + std::to_string(x.rows) + " N=" + std::to_string(w.n) + " K=" + std::to_string(w.k) +
+         " dtype=" + dtype_name(x.dtype);
+}
+
+// Converts rows [0, m_rows) of x into `pieces` 16-bit virtual rows each, [pieces*m_rows][k],
+// zero past x's columns. fp32: x = hi + mid + lo exactly (each a bf16 rounding of the rest).
+__global__ void prep_activations(const void* x, int dtype, std::int64_t x_stride, std::int64_t x_cols,
+                                 int m_rows, int pieces, std::int64_t k, std::uint16_t* out) {
+  const std::int64_t total = static_cast<std::int64_t>(pieces) * m_rows * k;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t vr = i / k, kk = i % k;
+    const int pc = static_cast<int>(vr / m_rows), m = static_cast<int>(vr % m_rows);
+    const DType t = static_cast<DType>(dtype);
+    const float v = kk < x_cols ? load_as_f32(x, t, m * x_stride + kk) : 0.0f;
+    std::uint16_t o;
+    if (t == DType::kF16) {
+      o = f32_to_f16(v);  // exact: v came from fp16
+    } else if (t == DType::kBF16 || pieces == 1) {
+      o = f32_to_bf16(v);
+    } else {
+      const std::uint16_t hi = f32_to_bf16(v);
+      const float fhi = bf16_to_f32(hi);
+      if (pc == 0) {
+        o = hi;
+      } else if (!isfinite(fhi)) {
+        o = 0;  // Inf/NaN ride in hi alone (Inf - Inf would make NaN)
+      } else {
+        const float r1 = v - fhi;  // exact (Sterbenz / same binade)
+        const std::uint16_t mid = f32_to_bf16(r1);
+        o = pc == 1 ? mid : f32_to_bf16(r1 - bf16_to_f32(mid));
+      }
+    }
+    out[i] = o;
+  }
+}
+
+struct DeviceInfo {
+  int cc = 0;
+  int sms = 0;
+};
+
+DeviceInfo device_info() {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return {};
+  static DeviceInfo cache[64];
+  if (dev < 0 || dev >= 64) return {};
+  if (cache[dev].cc == 0) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return {};
+    cache[dev].sms = prop.multiProcessorCount;
+    cache[dev].cc = prop.major * 10 + prop.minor;
+  }
+  return cache[dev];
+}
+
+void require_device_pointer(const void* p, const char* op, const char* name, const std::string& shape) {
+  cudaPointerAttributes attr{};
+  const cudaError_t e = cudaPointerGetAttributes(&attr, p);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // clear
+    fail(op, std::string(name) + " pointer is not a CUDA pointer (" + shape + ")");
+  }
+  if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)
+    fail(op, std::string(name) + " must be device memory (got a host pointer; use the host API) (" + shape + ")");
+}
+
+}  // namespace
+
+bool compiled() { return true; }
+
+bool available() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0) {
+    cudaGetLastError();
+    return false;
+  }
+  // The kernels are built for sm_90a only (arch-specific code runs on compute capability 9.0).
+  return device_info().cc == 90;
+}
+
+int device_cc() { return device_info().cc; }
+
+void quantized_matmul_tile(const MatrixView& x, const WeightView& w, const MatrixView& y, void* stream_v,
+                           const GemvTile* tile_in, std::string* kernel_name) {
+  const char* op = "cuda::quantized_matmul";
+  validate_matmul(op, x, w, y);
+  if (x.rows == 0) return;
+  const std::string shape = shape_of(x, w);
+  if (!available())
+    fail(op, "no usable CUDA device (need compute capability 9.0, found " + std::to_string(device_cc()) + ") for " + shape);
+  if (reinterpret_cast<std::uintptr_t>(w.packed) % 8 != 0)
+    fail(op, "packed weight pointer must be 8-byte aligned (" + shape + ")");
+  if (w.n > (std::int64_t{1} << 31) || w.k > (std::int64_t{1} << 30))
+    fail(op, "shape too large for the GEMV's launch grid (" + shape + ")");
+  require_device_pointer(w.packed, op, "packed", shape);
+  require_device_pointer(w.scales, op, "scales", shape);
+  require_device_pointer(x.data, op, "activation", shape);
+  require_device_pointer(y.data, op, "output", shape);
+  if (tile_in && !gemv_tile_valid(*tile_in))
+    fail(op, "invalid tile cols_per_warp=" + std::to_string(tile_in->cols_per_warp) + " warps_per_block=" +
+                 std::to_string(tile_in->warps_per_block) + " k_split=" + std::to_string(tile_in->k_split));
+  const GemvTile tile = tile_in ? *tile_in : gemv_lookup_tile(device_cc(), w.n, w.k);
+  cudaStream_t stream = static_cast<cudaStream_t>(stream_v);
+
+  const int es = dtype_size(x.dtype);
+  const bool sixteen_bit = x.dtype != DType::kF32;
+  const bool direct = sixteen_bit && x.cols == w.k &&
+                      reinterpret_cast<std::uintptr_t>(x.data) % 16 == 0 &&
+                      (x.rows == 1 || (x.stride * es) % 16 == 0);
+  const int pieces = x.dtype == DType::kF32 ? 3 : 1;
+  const int chunk = kMaxRows;  // real rows per launch (fp32: 48 virtual rows)
+
+  std::uint16_t* work = nullptr;
+  if (!direct) {
+    const std::int64_t rows = std::min<std::int64_t>(x.rows, chunk);
+    const std::size_t bytes = static_cast<std::size_t>(pieces) * rows * w.k * 2;
+    check(cudaMallocAsync(reinterpret_cast<void**>(&work), bytes, stream), op, "workspace for " + shape);
+  }
+  std::string name;
+  cudaError_t err = cudaSuccess;
+  for (std::int64_t m0 = 0; m0 < x.rows && err == cudaSuccess; m0 += chunk) {
+    const int mr = static_cast<int>(std::min<std::int64_t>(chunk, x.rows - m0));
+    GemvArgs a;
+    a.packed = w.packed;
+    a.scales = w.scales;
+    a.tensor_scale = w.tensor_scale;
+    a.n = w.n;
+    a.k = w.k;
+    a.m_rows = mr;
+    a.y = static_cast<char*>(y.data) + m0 * y.stride * es;
+    a.y_dtype = static_cast<int>(y.dtype);
+    a.y_stride = y.stride;
+    const void* xrows = static_cast<const char*>(x.data) + m0 * x.stride * es;
+    if (direct) {
+      a.a = xrows;
+      a.a_stride = x.stride;
+      a.a_f16 = x.dtype == DType::kF16;
+      a.pieces = 1;
+    } else {
+      const std::int64_t total = static_cast<std::int64_t>(pieces) * mr * w.k;
+      const int threads = 256;
+      const int blocks = static_cast<int>(std::min<std::int64_t>((total + threads - 1) / threads, 4096));
+      prep_activations<<<blocks, threads, 0, stream>>>(xrows, static_cast<int>(x.dtype), x.stride, x.cols, mr,
+                                                       pieces, w.k, work);
+      err = cudaGetLastError();
+      if (err != cudaSuccess) break;
+      a.a = work;
+      a.a_stride = w.k;  // K % 16 == 0: rows stay 32-byte aligned
+      a.a_f16 = x.dtype == DType::kF16;
+      a.pieces = pieces;
+    }
+    if (name.empty()) name = gemv_nvfp4_sm90_name(a, tile);
+    err = gemv_nvfp4_sm90(a, tile, stream);
+  }
+  if (work) {
+    const cudaError_t e2 = cudaFreeAsync(work, stream);
+    if (err == cudaSuccess) err = e2;
+  }
+  check(err, op, "kernel launch for " + shape);
+  if (kernel_name) *kernel_name = name;
+}
+
+void quantized_matmul(const MatrixView& x, const WeightView& w, const MatrixView& y, void* stream) {
+  quantized_matmul_tile(x, w, y, stream, nullptr, nullptr);
+}
+
+namespace {
+
+// Owning device buffer for the host path.
+struct DevBuf {
+  void* p = nullptr;
+  explicit DevBuf(std::size_t bytes) {
+    check(cudaMalloc(&p, bytes == 0 ? 1 : bytes), "quantized_matmul", "cudaMalloc of " + std::to_string(bytes) + " bytes");
+  }
+  ~DevBuf() { cudaFree(p); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+};
+
+}  // namespace
+
+void quantized_matmul_host(const MatrixView& x, const WeightView& w, const MatrixView& y) {
+  const char* op = "quantized_matmul";
+  validate_matmul(op, x, w, y);
+  if (x.rows == 0) return;
+  if (!available())
+    fail(op, "backend=cuda requested but no usable CUDA device is present (need compute capability 9.0) for " +
+                 shape_of(x, w));
+  const int es = dtype_size(x.dtype);
+  const std::size_t xb = static_cast<std::size_t>((x.rows - 1) * x.stride + x.cols) * es;
+  const std::size_t yb = static_cast<std::size_t>((y.rows - 1) * y.stride + y.cols) * es;
+  const std::size_t pb = static_cast<std::size_t>(w.n) * (w.k / 2);
+  const std::size_t sb = static_cast<std::size_t>(w.n) * (w.k / kBlockSize);
+  DevBuf dx(xb), dy(yb), dp(pb), ds(sb);
+  check(cudaMemcpy(dx.p, x.data, xb, cudaMemcpyHostToDevice), op, "copy activations");
+  check(cudaMemcpy(dy.p, y.data, yb, cudaMemcpyHostToDevice), op, "copy output");  // keeps gaps between rows
+  check(cudaMemcpy(dp.p, w.packed, pb, cudaMemcpyHostToDevice), op, "copy packed weights");
+  check(cudaMemcpy(ds.p, w.scales, sb, cudaMemcpyHostToDevice), op, "copy scales");
+  MatrixView dxv = x, dyv = y;
+  dxv.data = dx.p;
+  dyv.data = dy.p;
+  WeightView dw = w;
+  dw.packed = static_cast<const std::uint8_t*>(dp.p);
+  dw.scales = static_cast<const std::uint8_t*>(ds.p);
+  quantized_matmul(dxv, dw, dyv, nullptr);
+  check(cudaDeviceSynchronize(), op, "kernel execution for " + shape_of(x, w));
+  check(cudaMemcpy(y.data, dy.p, yb, cudaMemcpyDeviceToHost), op, "copy result");
+}
+
+}  // namespace nvfp4::cuda

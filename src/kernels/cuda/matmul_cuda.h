@@ -1,0 +1,20 @@
+// kernels/cuda/matmul_cuda.h -- internal entry points of the CUDA backend beyond nvfp4/cuda.h:
+// the same quantized_matmul with an explicit tile (tests, tuner, bench), and device facts.
+#pragma once
+
+#include <string>
+
+#include "kernels/cuda/tuning_sm90.h"
+#include "nvfp4/tensor.h"
+
+namespace nvfp4::cuda {
+
+// As nvfp4::cuda::quantized_matmul, but with the given tile instead of the table's
+// (nullptr: the table's). `kernel_name`, when given, receives the variant that ran.
+void quantized_matmul_tile(const MatrixView& x, const WeightView& w, const MatrixView& y, void* stream,
+                           const GemvTile* tile, std::string* kernel_name = nullptr);
+
+// Compute capability (major*10+minor) of the current device; 0 without one.
+int device_cc();
+
+}  // namespace nvfp4::cuda

@@ -1,0 +1,174 @@
+// kernels/cuda/tuning_sm90.cpp -- the GEMV tuning table: built-in entries, JSON I/O, lookup.
+// The entries change speed only, never the function computed (see tuning_sm90.h).
+#include "kernels/cuda/tuning_sm90.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "nvfp4/error.h"
+
+namespace nvfp4::cuda {
+namespace {
+
+const char* kClasses[] = {"n_small/k_small", "n_small/k_mid", "n_small/k_large",
+                          "n_mid/k_small",   "n_mid/k_mid",   "n_mid/k_large",
+                          "n_large/k_small", "n_large/k_mid", "n_large/k_large"};
+
+// Built-in table for Hopper (cc 90), written by `nvfp4 tune` on an H200 (docs/perf-cuda.md
+// has the run). Changes speed only.
+const GemvTableEntry kBuiltin[] = {
+    // `nvfp4 tune` on an H200, 2026-11-30 (M=1 bf16, rotated weights, CUDA graph medians, us).
+    {90, "n_small/k_small", {16, 4, 4}, 3.29},   // 4096 x 512
+    {90, "n_small/k_mid", {16, 8, 8}, 8.64},     // 4096 x 4096
+    {90, "n_small/k_large", {16, 8, 8}, 21.90},  // 4096 x 14336
+    {90, "n_mid/k_small", {32, 8, 4}, 8.00},     // 16384 x 1024
+    {90, "n_mid/k_mid", {32, 4, 4}, 37.76},      // 28672 x 4096
+    {90, "n_mid/k_large", {32, 8, 4}, 75.50},    // 16384 x 16384
+    {90, "n_large/k_small", {32, 1, 1}, 41.67},  // 131072 x 1024
+    {90, "n_large/k_mid", {32, 4, 2}, 106.65},   // 151936 x 2560
+    {90, "n_large/k_large", {32, 4, 4}, 216.20}, // 65536 x 12288
+};
+
+std::mutex g_mu;
+bool g_user_loaded = false;
+std::vector<GemvTableEntry> g_user;
+
+void load_env_table_locked() {
+  if (g_user_loaded) return;
+  g_user_loaded = true;
+  const char* path = std::getenv("NVFP4_CUDA_TUNING");
+  if (!path || !*path) return;
+  std::ifstream f(path);
+  if (!f) fail("cuda tuning", std::string("cannot read NVFP4_CUDA_TUNING file '") + path + "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  g_user = gemv_table_from_json(ss.str(), path);
+}
+
+const GemvTableEntry* find(const std::vector<GemvTableEntry>& t, int cc, const std::string& cls) {
+  for (const auto& e : t)
+    if (e.cc == cc && e.cls == cls) return &e;
+  return nullptr;
+}
+
+}  // namespace
+
+std::string gemv_shape_class(std::int64_t n, std::int64_t k) {
+  const char* nb = n <= 6144 ? "n_small" : (n <= 32768 ? "n_mid" : "n_large");
+  const char* kb = k <= 1024 ? "k_small" : (k <= 8192 ? "k_mid" : "k_large");
+  return std::string(nb) + "/" + kb;
+}
+
+std::vector<std::string> gemv_shape_classes() { return {std::begin(kClasses), std::end(kClasses)}; }
+
+void gemv_class_representative(const std::string& cls, std::int64_t* n, std::int64_t* k) {
+  // LLM-like shapes inside each bucket (hardware.md's table where one fits).
+  struct R { const char* c; std::int64_t n, k; };
+  static const R reps[] = {{"n_small/k_small", 4096, 512},    {"n_small/k_mid", 4096, 4096},
+                           {"n_small/k_large", 4096, 14336},  {"n_mid/k_small", 16384, 1024},
+                           {"n_mid/k_mid", 28672, 4096},      {"n_mid/k_large", 16384, 16384},
+                           {"n_large/k_small", 131072, 1024}, {"n_large/k_mid", 151936, 2560},
+                           {"n_large/k_large", 65536, 12288}};
+  for (const auto& r : reps)
+    if (cls == r.c) { *n = r.n; *k = r.k; return; }
+  fail("cuda tuning", "unknown shape class '" + cls + "'");
+}
+
+bool gemv_tile_valid(const GemvTile& t) {
+  return (t.cols_per_warp == 16 || t.cols_per_warp == 32) && t.warps_per_block >= 1 &&
+         t.warps_per_block <= 16 && t.k_split >= 1 && t.warps_per_block % t.k_split == 0;
+}
+
+GemvTile gemv_lookup_tile(int cc, std::int64_t n, std::int64_t k) {
+  const std::string cls = gemv_shape_class(n, k);
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    load_env_table_locked();
+    if (const auto* e = find(g_user, cc, cls)) return e->tile;
+  }
+  static const std::vector<GemvTableEntry> builtin = gemv_builtin_table();
+  if (const auto* e = find(builtin, cc, cls)) return e->tile;
+  // Rule of thumb for GPUs without an entry: split K more when there are few columns, so
+  // every SM gets enough 16-byte loads in flight.
+  GemvTile t;
+  t.cols_per_warp = 32;
+  const std::int64_t col_tiles = (n + 31) / 32;
+  t.k_split = col_tiles >= 1024 ? 1 : (col_tiles >= 256 ? 4 : 16);
+  if (t.k_split * 128 > k) t.k_split = 1;
+  t.warps_per_block = t.k_split < 4 ? 4 : t.k_split;
+  return t;
+}
+
+std::vector<GemvTableEntry> gemv_builtin_table() { return {std::begin(kBuiltin), std::end(kBuiltin)}; }
+
+std::string gemv_table_to_json(const std::vector<GemvTableEntry>& entries, const std::string& comment) {
+  nlohmann::json j;
+  j["version"] = 1;
+  j["comment"] = comment;
+  j["entries"] = nlohmann::json::array();
+  for (const auto& e : entries)
+    j["entries"].push_back({{"cc", e.cc},
+                            {"class", e.cls},
+                            {"cols_per_warp", e.tile.cols_per_warp},
+                            {"warps_per_block", e.tile.warps_per_block},
+                            {"k_split", e.tile.k_split},
+                            {"us", e.us}});
+  return j.dump(2) + "\n";
+}
+
+std::vector<GemvTableEntry> gemv_table_from_json(const std::string& text, const std::string& what) {
+  const char* op = "cuda tuning";
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    fail(op, "'" + what + "' is not valid JSON: " + e.what());
+  }
+  if (!j.is_object() || !j.contains("entries") || !j["entries"].is_array())
+    fail(op, "'" + what + "' has no \"entries\" array");
+  const auto classes = gemv_shape_classes();
+  std::vector<GemvTableEntry> out;
+  int idx = 0;
+  for (const auto& e : j["entries"]) {
+    GemvTableEntry t;
+    try {
+      t.cc = e.at("cc").get<int>();
+      t.cls = e.at("class").get<std::string>();
+      t.tile.cols_per_warp = e.at("cols_per_warp").get<int>();
+      t.tile.warps_per_block = e.at("warps_per_block").get<int>();
+      t.tile.k_split = e.at("k_split").get<int>();
+      if (e.contains("us")) t.us = e["us"].get<double>();
+    } catch (const std::exception& ex) {
+      fail(op, "'" + what + "' entry " + std::to_string(idx) + ": " + ex.what());
+    }
+    bool known = false;
+    for (const auto& c : classes) known = known || c == t.cls;
+    if (!known) fail(op, "'" + what + "' entry " + std::to_string(idx) + ": unknown class '" + t.cls + "'");
+    if (!gemv_tile_valid(t.tile))
+      fail(op, "'" + what + "' entry " + std::to_string(idx) + " (" + t.cls + "): cols_per_warp=" +
+                   std::to_string(t.tile.cols_per_warp) + " warps_per_block=" +
+                   std::to_string(t.tile.warps_per_block) + " k_split=" + std::to_string(t.tile.k_split) +
+                   " is not valid (cols_per_warp 16|32, warps 1..16, k_split divides warps)");
+    out.push_back(t);
+    ++idx;
+  }
+  return out;
+}
+
+void gemv_set_user_table(const std::vector<GemvTableEntry>& entries) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_user_loaded = true;
+  g_user = entries;
+}
+
+void gemv_clear_user_table() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_user_loaded = true;
+  g_user.clear();
+}
+
+}  // namespace nvfp4::cuda

@@ -1,0 +1,96 @@
+// Reports: the JSON envelope and replay records carry what docs/bench-json.md promises, CSV has
+// its header, the SVGs are well-formed and show the ceiling and the verdict; `nvfp4 bench --json -`
+// emits a parseable report.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "bench/report.h"
+
+namespace nvfp4::bench {
+ModelSpec tiny_model();
+namespace {
+
+ReplayResult tiny_replay() {
+  ReplayOptions o;
+  o.model = tiny_model();
+  o.plan.layers = 2;
+  o.seconds = 0;
+  o.min_samples = 3;
+  return run_replay(o);
+}
+
+TEST(BenchReport, JsonCsvTable) {
+  const ReplayResult r = tiny_replay();
+  nlohmann::json j = report_envelope({"nvfp4", "bench"});
+  j["replays"] = {to_json(r)};
+  EXPECT_EQ(j["schema"], kJsonSchema);
+  for (const char* k : {"date", "commit", "command", "machine"}) EXPECT_TRUE(j.contains(k)) << k;
+  for (const char* k : {"cpu", "cores", "mem_total_bytes", "gpu", "driver"}) EXPECT_TRUE(j["machine"].contains(k)) << k;
+  EXPECT_GT(j["machine"]["cores"].get<int>(), 0);
+  const auto& rj = j["replays"][0];
+  EXPECT_EQ(rj["model"]["name"], "tiny");
+  EXPECT_EQ(rj["variants"].size(), 2u);
+  EXPECT_EQ(rj["variants"][0]["samples_us"].size(), 3u);
+  EXPECT_TRUE(rj.contains("speedup_vs_dense"));
+  const std::string csv = replays_csv({r});
+  EXPECT_EQ(csv.rfind("model,mode,backend", 0), 0u);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3);
+  const std::string t = replay_table(r);
+  EXPECT_NE(t.find("nvfp4"), std::string::npos);
+  EXPECT_NE(t.find("scaled"), std::string::npos);
+}
+
+TEST(BenchReport, SvgPlots) {
+  const std::string roof = roofline_svg({{"a nvfp4", 3.5, 40, false}, {"a dense", 1.0, 9, true}}, 14.0, 0, "t <&>");
+  EXPECT_EQ(roof.rfind("<svg", 0), 0u);
+  EXPECT_NE(roof.find("measured ceiling 14 GB/s"), std::string::npos);
+  EXPECT_NE(roof.find("t &lt;&amp;&gt;"), std::string::npos);
+  EXPECT_EQ(roof.substr(roof.size() - 7), "</svg>\n");
+  std::vector<double> a{100, 101, 99, 100}, b{103, 104, 102, 103};
+  const auto s = compare_samples(a, b);
+  const std::string ab = ab_svg(a, b, s, "A", "B", "ab");
+  EXPECT_NE(ab.find(verdict_text(s.verdict)), std::string::npos);
+  const std::string path = ::testing::TempDir() + "/ab.svg";
+  write_plot(path, ab);
+  std::ifstream f(path);
+  std::string first;
+  std::getline(f, first);
+  EXPECT_EQ(first.rfind("<svg", 0), 0u);
+  EXPECT_EQ(compare_csv({a, b, "A", "B"}).rfind("round,first,a_us,b_us,ratio\n", 0), 0u);
+}
+
+TEST(BenchReport, CliJsonToStdout) {
+  const char* cli = std::getenv("NVFP4_CLI");
+  ASSERT_TRUE(cli && access(cli, X_OK) == 0) << "NVFP4_CLI must name the built nvfp4 binary";
+  const std::string model = ::testing::TempDir() + "/cli_tiny.json";
+  std::ofstream(model) << R"({"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4,
+      "num_hidden_layers": 2, "vocab_size": 1000})";
+  const std::string cmd = std::string(cli) + " bench --model " + model + " --backend cpu --seconds 0 --samples 2 --json - 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  EXPECT_EQ(pclose(p), 0);
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["schema"], kJsonSchema);
+  ASSERT_EQ(j["replays"].size(), 2u);  // decode and prefill
+  EXPECT_EQ(j["replays"][1]["mode"], "prefill");
+  EXPECT_TRUE(j["replays"][0]["variants"][0]["validated"].get<bool>());
+  // Too large: a clear error, exit 1, before allocating.
+  const std::string big = std::string(cli) + " bench --model llama-3-70b --backend cpu 2>&1";
+  p = popen(big.c_str(), "r");
+  out.clear();
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  EXPECT_NE(pclose(p), 0);
+  EXPECT_NE(out.find("[bench] replay of llama-3-70b"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace nvfp4::bench

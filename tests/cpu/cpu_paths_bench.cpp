@@ -1,0 +1,140 @@
+// tests/cpu/cpu_paths_bench.cpp -- manual side-by-side timing of the CPU kernel paths (not a test).
+// Each round calls every path once (interleaved), so load from other processes hits all paths
+// alike; cold calls rotate through weight copies totalling >= 512 MiB (16x the 32 MiB L3 of
+// the dev machine), and "stream" reads the same bytes of the next copy with every thread
+// (the read ceiling of the same run). Prints median, p10, p90 per path.
+// Usage: cpu_paths_bench [bf16|f16|f32] [hot|cold] [reps=N] M,N,K ... [paths...]
+//   paths: gemv gemv_bf16 gemm_f32 gemm_bf16 gemm_amx stream (default: all supported), each
+//   optionally with tuning overrides, e.g. gemv_bf16:rpt=16:xb=16384 gemm_bf16:kc=512:nc=128
+//   (rpt gemv_rows_per_task, xb gemv_x_block_bytes, kc/nc/mc gemm_*).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/matmul_cpu.h"
+#include "kernels/cpu/parallel_for.h"
+#include "kernels/cpu/tuning_cpu.h"
+#include "nvfp4/dtype.h"
+#include "nvfp4/format.h"
+
+using namespace nvfp4;
+
+static double now_us() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+int main(int argc, char** argv) {
+  DType dt = DType::kBF16;
+  bool cold = true;
+  int reps = 30;
+  struct S { std::int64_t m, n, k; };
+  std::vector<S> shapes;
+  std::vector<std::string> names;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    S s{};
+    if (a == "bf16" || a == "f16" || a == "f32") dt = dtype_from_name(a);
+    else if (a == "hot") cold = false;
+    else if (a == "cold") cold = true;
+    else if (a.rfind("reps=", 0) == 0) reps = std::atoi(a.c_str() + 5);
+    else if (std::sscanf(a.c_str(), "%ld,%ld,%ld", &s.m, &s.n, &s.k) == 3) shapes.push_back(s);
+    else names.push_back(a);
+  }
+  const std::vector<std::pair<std::string, cpu::CpuPath>> all = {
+      {"gemv", cpu::CpuPath::kGemv},           {"gemv_bf16", cpu::CpuPath::kGemvAvx512Bf16},
+      {"gemm_f32", cpu::CpuPath::kGemmF32},    {"gemm_bf16", cpu::CpuPath::kGemmAvx512Bf16},
+      {"gemm_amx", cpu::CpuPath::kGemmAmx},    {"stream", cpu::CpuPath::kAuto}};
+  std::printf("threads=%d dtype=%s %s hwy=%s\n", cpu::num_threads(), dtype_name(dt), cold ? "cold" : "hot",
+              cpu::hwy_target_name());
+  std::printf("%-5s %-6s %-6s %-22s %10s %10s %10s %8s %9s\n", "M", "N", "K", "path", "us_med", "us_p10", "us_p90",
+              "GB/s", "GFLOP/s");
+  for (const S& s : shapes) {
+    std::mt19937_64 rng(7);
+    const std::int64_t pb = s.n * s.k / 2, sb = s.n * s.k / 16, wb = (pb + sb + 4095) / 4096 * 4096;
+    const int copies = cold ? static_cast<int>(std::max<std::int64_t>(2, ((512ll << 20) + wb - 1) / wb)) : 1;
+    std::vector<std::uint8_t> pool(static_cast<std::size_t>(wb * copies));
+    for (std::int64_t i = 0; i < pb; ++i) pool[i] = static_cast<std::uint8_t>(rng());
+    for (std::int64_t i = 0; i < sb; ++i) pool[pb + i] = static_cast<std::uint8_t>(0x28 + rng() % 0x30);
+    for (int c = 1; c < copies; ++c) std::memcpy(pool.data() + c * wb, pool.data(), static_cast<std::size_t>(wb));
+    std::vector<std::uint8_t> x(static_cast<std::size_t>(s.m * s.k * dtype_size(dt)));
+    std::normal_distribution<float> nd;
+    for (std::int64_t i = 0; i < s.m * s.k; ++i) store_from_f32(x.data(), dt, i, nd(rng));
+    std::vector<std::uint8_t> y(static_cast<std::size_t>(s.m * s.n * dtype_size(dt)));
+    const MatrixView xv{x.data(), dt, s.m, s.k, s.k}, yv{y.data(), dt, s.m, s.n, s.n};
+    struct P {
+      std::string label;
+      cpu::CpuPath path;
+      cpu::CpuTuning tune;
+      bool stream;
+    };
+    std::vector<P> paths;
+    std::vector<std::string> want = names;
+    if (want.empty())
+      for (const auto& p : all) want.push_back(p.first);
+    for (const std::string& w : want) {
+      const std::string base = w.substr(0, w.find(':'));
+      auto it = std::find_if(all.begin(), all.end(), [&](const auto& p) { return p.first == base; });
+      if (it == all.end()) { std::fprintf(stderr, "unknown path %s\n", w.c_str()); return 2; }
+      if (base != "stream" && !cpu::cpu_path_supported(it->second, dt)) continue;
+      P p{w, it->second, cpu::CpuTuning{}, base == "stream"};
+      for (std::size_t pos = w.find(':'); pos != std::string::npos; pos = w.find(':', pos + 1)) {
+        const std::string kv = w.substr(pos + 1, w.find(':', pos + 1) - pos - 1);
+        const std::string key = kv.substr(0, kv.find('='));
+        const std::int64_t val = std::atoll(kv.c_str() + kv.find('=') + 1);
+        if (key == "rpt") p.tune.gemv_rows_per_task = val;
+        else if (key == "xb") p.tune.gemv_x_block_bytes = val;
+        else if (key == "kc") p.tune.gemm_kc = val;
+        else if (key == "nc") p.tune.gemm_nc = val;
+        else if (key == "mc") p.tune.gemm_mc = val;
+        else { std::fprintf(stderr, "unknown tuning key %s\n", key.c_str()); return 2; }
+      }
+      paths.push_back(p);
+    }
+    std::vector<std::uint64_t> sink(4096);
+    auto run = [&](std::size_t pi, int c) {
+      const std::uint8_t* base = pool.data() + c * wb;
+      if (paths[pi].stream) {
+        const std::int64_t chunk = 1 << 18, nch = (pb + sb) / chunk;
+        cpu::parallel_for(nch, [&](std::int64_t t) {
+          const std::uint64_t* q = reinterpret_cast<const std::uint64_t*>(base + t * chunk);
+          std::uint64_t a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+          for (std::int64_t i = 0; i < chunk / 8; i += 8)
+            for (int j = 0; j < 8; ++j) a[j] += q[i + j];
+          sink[static_cast<std::size_t>(t % 4096)] += a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
+        });
+        return;
+      }
+      const WeightView wv{base, base + pb, 1.0f, s.n, s.k};
+      cpu::cpu_tuning_mutable() = paths[pi].tune;
+      cpu::quantized_matmul_path(xv, wv, yv, paths[pi].path);
+    };
+    std::vector<std::vector<double>> t(paths.size());
+    int c = 0;
+    for (int r = 0; r < reps + 2; ++r)
+      for (std::size_t pi = 0; pi < paths.size(); ++pi) {
+        const double t0 = now_us();
+        run(pi, c);
+        const double dt_us = now_us() - t0;
+        c = (c + 1) % copies;
+        if (r >= 2) t[pi].push_back(dt_us);
+      }
+    const double bytes = static_cast<double>(pb + sb) + static_cast<double>(s.m) * (s.k + s.n) * dtype_size(dt);
+    for (std::size_t pi = 0; pi < paths.size(); ++pi) {
+      auto v = t[pi];
+      std::sort(v.begin(), v.end());
+      auto q = [&](double p) { return v[static_cast<std::size_t>(p * (v.size() - 1) + 0.5)]; };
+      const double b = paths[pi].stream ? static_cast<double>((pb + sb) / (1 << 18) * (1 << 18)) : bytes;
+      std::printf("%-5ld %-6ld %-6ld %-22s %10.1f %10.1f %10.1f %8.2f %9.1f\n", s.m, s.n, s.k, paths[pi].label.c_str(),
+                  q(0.5), q(0.1), q(0.9), b / (q(0.5) * 1e3), 2.0 * s.m * s.n * s.k / (q(0.5) * 1e3));
+    }
+    std::uint64_t acc = 0;
+    for (auto v : sink) acc += v;
+    if (acc == 42) std::printf(" \n");
+  }
+  return 0;
+}

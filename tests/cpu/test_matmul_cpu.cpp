@@ -1,0 +1,322 @@
+// tests/cpu/test_matmul_cpu.cpp -- the CPU kernels against the oracle, on every compiled path.
+//
+// Paths: GEMV and fp32 GEMM on EVERY Highway target compiled in and supported by this host
+// (hwy::SetSupportedTargetsForTest narrows dynamic dispatch to one target at a time; the
+// EMU128 portable fallback included), the AVX512-BF16 GEMV and GEMM and the AMX GEMM (skipped,
+// with a message, where the CPU lacks them).
+//
+// Tolerance (per output element, fp32 accumulation in every path):
+//   |y - y_ref| <= 2 * K * 2^-24 * S * |ts| + ulp_out(|y_ref|) + K * 448 * 2^-126 * |ts|
+// where S = sum_k |x_k * w_k| (w = e2m1 * |scale|, exact). The first term is the classic bound
+// of two fp32 sums of the same K exact products in different orders (kernel and oracle): each
+// side rounds at most K-1 partial sums, each by <= 2^-24 relative of a partial sum <= S; the
+// order is free (the bf16 GEMV adds pairs k, k+4 per lane, then lanes, then K segments). The
+// second allows both sides' final rounding to a 16-bit output; the third the denormal flush of
+// vdpbf16ps/AMX: at most one flushed partial (< 2^-126) per vdpbf16ps step and k pair, and the
+// bf16 GEMV multiplies its unscaled partials by the block scale (<= 448) after the flush. Every kernel decodes the weights exactly, so one wrong weight or activation is
+// an error of ~|x_k w_k| and fails this bound for all but negligible terms.
+// Dequantization is checked bit-exactly: one-hot activations give y[m][n] = dequantize_ref.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "hwy/targets.h"
+#include "kernels/cpu/matmul_cpu.h"
+#include "kernels/cpu/parallel_for.h"
+#include "nvfp4/error.h"
+#include "nvfp4/format.h"
+#include "nvfp4/ops.h"
+
+namespace nvfp4 {
+namespace {
+
+using cpu::CpuPath;
+
+struct Weight {
+  std::vector<std::uint8_t> packed, scales;
+  float ts = 1.0f;
+  std::int64_t n = 0, k = 0;
+  WeightView view() const { return {packed.data(), scales.data(), ts, n, k}; }
+};
+
+// Random codes (all 16) and random finite E4M3 scales incl. subnormals and 448; some all-zero
+// blocks and some scale-zero blocks.
+Weight random_weight(std::int64_t n, std::int64_t k, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Weight w;
+  w.n = n;
+  w.k = k;
+  w.packed.resize(static_cast<std::size_t>(n * k / 2));
+  w.scales.resize(static_cast<std::size_t>(n * k / 16));
+  for (auto& b : w.packed) b = static_cast<std::uint8_t>(rng());
+  for (std::size_t i = 0; i < w.scales.size(); ++i) {
+    std::uint8_t s;
+    const int r = static_cast<int>(rng() % 16);
+    if (r == 0) s = static_cast<std::uint8_t>(rng() % 8);  // subnormal or zero
+    else if (r == 1) s = 0x7E;                               // 448
+    else {
+      do s = static_cast<std::uint8_t>(0x20 + rng() % 0x40); while (e4m3_is_nan(s));
+    }
+    if (rng() % 8 == 0) s |= 0x80;  // stray sign bit: kernels use |scale|
+    w.scales[i] = s;
+    if (rng() % 23 == 0) std::memset(&w.packed[i * 8], 0, 8);  // all-zero block
+  }
+  w.ts = std::ldexp(1.0f + static_cast<float>(rng() % 1000) / 1000.0f, static_cast<int>(rng() % 20) - 14);
+  return w;
+}
+
+struct Act {
+  std::vector<std::uint8_t> bytes;
+  MatrixView view;
+};
+
+Act random_x(DType t, std::int64_t m, std::int64_t kx, std::int64_t stride, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  Act a;
+  a.bytes.assign(static_cast<std::size_t>(std::max<std::int64_t>(1, m * stride) * dtype_size(t)), 0xFF);
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t k = 0; k < kx; ++k) {
+      float v = nd(rng);
+      const int r = static_cast<int>(rng() % 64);
+      if (r == 0) v = std::ldexp(v, 10);   // large
+      if (r == 1) v = std::ldexp(v, -12);  // tiny
+      if (r == 2) v = 0.0f;
+      store_from_f32(a.bytes.data(), t, i * stride + k, v);
+    }
+    // Poison the stride gap: a kernel that reads it sees NaN.
+    for (std::int64_t k = kx; k < stride; ++k) store_from_f32(a.bytes.data(), t, i * stride + k, NAN);
+  }
+  a.view = MatrixView{a.bytes.data(), t, m, kx, stride};
+  return a;
+}
+
+float ulp_of(DType t, float v) {
+  const int mant = t == DType::kF32 ? 24 : t == DType::kF16 ? 11 : 8;
+  if (v == 0.0f) return 0.0f;
+  int e;
+  std::frexp(v, &e);
+  return std::ldexp(1.0f, e - mant);
+}
+
+struct Out {
+  std::vector<std::uint8_t> bytes;
+  MatrixView view;
+  float get(std::int64_t i, std::int64_t j) const { return load_as_f32(bytes.data(), view.dtype, i * view.stride + j); }
+};
+
+Out poisoned(DType t, std::int64_t m, std::int64_t n, std::int64_t stride) {
+  Out o;
+  o.bytes.resize(static_cast<std::size_t>(std::max<std::int64_t>(1, m * stride) * dtype_size(t)));
+  for (std::int64_t i = 0; i < m * stride; ++i) store_from_f32(o.bytes.data(), t, i, NAN);
+  o.view = MatrixView{o.bytes.data(), t, m, n, stride};
+  return o;
+}
+
+std::string target_label(std::int64_t t) { return hwy::TargetName(t); }
+
+// Run `path` (and, for Highway paths, each target) and compare with the oracle.
+void check_all_paths(const Weight& w, const Act& x, std::int64_t y_stride, const std::string& trace) {
+  const std::int64_t m = x.view.rows, n = w.n, k = w.k, kx = x.view.cols;
+  const DType t = x.view.dtype;
+  Out ref = poisoned(t, m, n, n);
+  quantized_matmul_ref(x.view, w.view(), ref.view);
+  // S = sum |x_k w_k| per output, in double.
+  std::vector<double> sabs(static_cast<std::size_t>(m * n));
+  for (std::int64_t j = 0; j < n; ++j)
+    for (std::int64_t i = 0; i < m; ++i) {
+      double s = 0;
+      for (std::int64_t kk = 0; kk < kx; ++kk) {
+        const std::uint8_t byte = w.packed[j * (k / 2) + kk / 2];
+        const std::uint8_t code = kk % 2 ? e2m1_high(byte) : e2m1_low(byte);
+        s += std::fabs(static_cast<double>(load_as_f32(x.view.data, t, i * x.view.stride + kk)) *
+                       e2m1_times_scale(code, w.scales[j * (k / 16) + kk / 16]));
+      }
+      sabs[i * n + j] = s;
+    }
+
+  auto compare = [&](const std::string& label) {
+    SCOPED_TRACE(trace + " path=" + label);
+    Out y = poisoned(t, m, n, y_stride);
+    cpu::quantized_matmul_path(x.view, w.view(), y.view,
+                               label.rfind("gemv", 0) == 0   ? CpuPath::kGemv
+                               : label.rfind("gemm_f32", 0) == 0 ? CpuPath::kGemmF32
+                               : label == "avx512bf16"           ? CpuPath::kGemmAvx512Bf16
+                               : label == "avx512bf16_gemv"      ? CpuPath::kGemvAvx512Bf16
+                                                                 : CpuPath::kGemmAmx);
+    int bad = 0;
+    for (std::int64_t i = 0; i < m && bad < 5; ++i) {
+      for (std::int64_t j = 0; j < n && bad < 5; ++j) {
+        const float r = ref.get(i, j), v = y.get(i, j);
+        const double tol = 2.0 * k * std::ldexp(1.0, -24) * sabs[i * n + j] * std::fabs(w.ts) +
+                           ulp_of(t, std::fabs(r)) + k * 448.0 * std::ldexp(1.0, -126) * std::fabs(w.ts);
+        if (v == r) continue;  // includes equal infinities (f16 overflow on both sides)
+        if (std::isnan(r)) {
+          if (!std::isnan(v)) { ADD_FAILURE() << "m=" << i << " n=" << j << " ref NaN got " << v; ++bad; }
+          continue;
+        }
+        if (!(std::fabs(static_cast<double>(v) - r) <= tol)) {
+          ADD_FAILURE() << "m=" << i << " n=" << j << " ref=" << r << " got=" << v << " tol=" << tol;
+          ++bad;
+        }
+      }
+      // The stride gap of y must stay untouched (NaN).
+      for (std::int64_t j = n; j < y_stride && bad < 5; ++j)
+        if (!std::isnan(y.get(i, j))) { ADD_FAILURE() << "wrote past N at m=" << i << " col " << j; ++bad; }
+    }
+  };
+
+  for (std::int64_t target : cpu::hwy_compiled_targets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    ASSERT_EQ(std::string(cpu::hwy_target_name()), target_label(target));
+    compare("gemv/" + target_label(target));
+    compare("gemm_f32/" + target_label(target));
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  if (t == DType::kBF16) {
+    if (cpu::cpu_path_supported(CpuPath::kGemmAvx512Bf16, t)) compare("avx512bf16");
+    if (cpu::cpu_path_supported(CpuPath::kGemvAvx512Bf16, t)) compare("avx512bf16_gemv");
+    if (cpu::cpu_path_supported(CpuPath::kGemmAmx, t)) compare("amx");
+  }
+}
+
+struct Case {
+  std::int64_t m, n, k, kx_short;
+};
+
+TEST(CpuMatmul, AllPathsAllTargetsMatchOracle) {
+  const Case cases[] = {
+      {1, 1, 16, 0},   {1, 37, 32, 3},    {2, 7, 48, 0},     {3, 131, 4112, 15}, {8, 37, 4112, 0},
+      {16, 13, 48, 1}, {33, 37, 272, 0},  {64, 67, 528, 7},  {1, 3, 8192, 0},    {5, 2, 4112, 9},
+      {100, 131, 4112, 0}, {9, 64, 1024, 0},
+      // bf16 GEMV: 256-k chunks, short activations inside the last chunk, 256-k chunks + 16 tail;
+      // M=4 (MR=4 x NR=2 tile) and M=7 on the layer's K.
+      {4, 67, 768, 9},     {7, 5, 14336, 0},  {2, 11, 784, 0},
+  };
+  std::uint64_t seed = 1234;
+  for (const Case& c : cases) {
+    for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+      ++seed;
+      const std::string trace = "seed=" + std::to_string(seed) + " M=" + std::to_string(c.m) +
+                                " N=" + std::to_string(c.n) + " K=" + std::to_string(c.k) +
+                                " kx=" + std::to_string(c.k - c.kx_short) + " dtype=" + dtype_name(t);
+      SCOPED_TRACE(trace);
+      const Weight w = random_weight(c.n, c.k, seed);
+      const std::int64_t kx = c.k - c.kx_short;
+      const Act x = random_x(t, c.m, kx, kx + 3, seed * 7 + 1);
+      check_all_paths(w, x, c.n + 5, trace);
+    }
+  }
+}
+
+// One-hot activations: y[m][n] = x_m . w_n = w[n][m] exactly, which must equal the oracle's
+// dequantized weight bit for bit (dequantize_ref rounds fl(e2m1*|s|)*ts once, as the kernels do).
+TEST(CpuMatmul, OneHotRecoversDequantizeBitExact) {
+  const std::int64_t n = 37, k = 64;  // M = K = 64 rows: GEMV (8-row groups) and GEMM paths
+  const std::uint64_t seed = 99;
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const Weight w = random_weight(n, k, seed);
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    std::vector<std::uint8_t> deq(static_cast<std::size_t>(n * k * dtype_size(t)));
+    dequantize_ref(w.view(), MatrixView{deq.data(), t, n, k, k});
+    std::vector<std::uint8_t> xb(static_cast<std::size_t>(k * k * dtype_size(t)));
+    for (std::int64_t i = 0; i < k; ++i)
+      for (std::int64_t j = 0; j < k; ++j) store_from_f32(xb.data(), t, i * k + j, i == j ? 1.0f : 0.0f);
+    const MatrixView xv{xb.data(), t, k, k, k};
+    std::vector<std::pair<std::string, CpuPath>> paths;
+    for (std::int64_t target : cpu::hwy_compiled_targets()) {
+      paths.push_back({std::string("gemv/") + hwy::TargetName(target), CpuPath::kGemv});
+      paths.push_back({std::string("gemm_f32/") + hwy::TargetName(target), CpuPath::kGemmF32});
+    }
+    for (CpuPath p : {CpuPath::kGemmAvx512Bf16, CpuPath::kGemmAmx, CpuPath::kGemvAvx512Bf16})
+      if (cpu::cpu_path_supported(p, t)) paths.push_back({cpu::cpu_path_name(p), p});
+    for (const auto& [label, p] : paths) {
+      SCOPED_TRACE(label);
+      const auto slash = label.find('/');
+      if (slash != std::string::npos) {
+        for (std::int64_t target : cpu::hwy_compiled_targets())
+          if (label.substr(slash + 1) == hwy::TargetName(target)) hwy::SetSupportedTargetsForTest(target);
+      }
+      Out y = poisoned(t, k, n, n);
+      cpu::quantized_matmul_path(xv, w.view(), y.view, p);
+      hwy::SetSupportedTargetsForTest(0);
+      int bad = 0;
+      for (std::int64_t i = 0; i < k && bad < 5; ++i)
+        for (std::int64_t j = 0; j < n && bad < 5; ++j) {
+          const float want = load_as_f32(deq.data(), t, j * k + i), got = y.get(i, j);
+          if (!(got == want)) {  // == also treats -0 == +0 (a sum of +0 and -0 terms)
+            ADD_FAILURE() << "m=" << i << " n=" << j << " want " << want << " got " << got;
+            ++bad;
+          }
+        }
+    }
+  }
+}
+
+TEST(CpuMatmul, NaNScalePropagates) {
+  Weight w = random_weight(5, 32, 7);
+  w.scales[3] = 0x7F;  // row 1, block 1
+  const Act x = random_x(DType::kF32, 2, 32, 32, 8);
+  for (CpuPath p : {CpuPath::kGemv, CpuPath::kGemmF32}) {
+    Out y = poisoned(DType::kF32, 2, 5, 5);
+    cpu::quantized_matmul_path(x.view, w.view(), y.view, p);
+    EXPECT_TRUE(std::isnan(y.get(0, 1)) && std::isnan(y.get(1, 1))) << cpu::cpu_path_name(p);
+    EXPECT_FALSE(std::isnan(y.get(0, 0)) || std::isnan(y.get(1, 2))) << cpu::cpu_path_name(p);
+  }
+}
+
+TEST(CpuMatmul, AmxPathOrSkip) {
+  if (!cpu::cpu_path_supported(CpuPath::kGemmAmx, DType::kBF16))
+    GTEST_SKIP() << "AMX-TILE/AMX-BF16 not available on this CPU (or XTILEDATA not granted by the kernel); "
+                    "the AMX GEMM is compiled but cannot run here";
+  const Weight w = random_weight(67, 4112, 5);
+  const Act x = random_x(DType::kBF16, 70, 4112, 4112, 6);
+  check_all_paths(w, x, 67, "amx seed=5");
+}
+
+TEST(CpuMatmul, UnsupportedPathThrowsNamedError) {
+  const Weight w = random_weight(4, 32, 3);
+  const Act x = random_x(DType::kF32, 2, 32, 32, 4);
+  Out y = poisoned(DType::kF32, 2, 4, 4);
+  try {
+    cpu::quantized_matmul_path(x.view, w.view(), y.view, CpuPath::kGemmAvx512Bf16);
+    FAIL() << "fp32 activations must not run the bf16 kernel";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gemm_nvfp4_avx512bf16"), std::string::npos) << e.what();
+  }
+  // Bad shape through the public entry: validated, named error, no crash.
+  const MatrixView bad_x{x.view.data, DType::kF32, 2, 48, 48};
+  EXPECT_THROW(quantized_matmul(bad_x, w.view(), y.view, Backend::kCpu), Error);
+}
+
+TEST(CpuMatmul, PublicEntryUsesCpuBackend) {
+  const Weight w = random_weight(19, 96, 11);
+  for (std::int64_t m : {1, 12}) {
+    const Act x = random_x(DType::kBF16, m, 96, 96, 12);
+    Out y = poisoned(DType::kBF16, m, 19, 19), r = poisoned(DType::kBF16, m, 19, 19);
+    quantized_matmul(x.view, w.view(), y.view, Backend::kCpu);
+    quantized_matmul_ref(x.view, w.view(), r.view);
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < 19; ++j)
+        EXPECT_NEAR(y.get(i, j), r.get(i, j), 0.02 * (std::fabs(r.get(i, j)) + 1e-3)) << i << "," << j;
+  }
+  EXPECT_FALSE(cpu::cpu_kernel_name(1, DType::kBF16).empty());
+}
+
+TEST(CpuParallelFor, RunsEveryTaskOnceAndNests) {
+  std::vector<int> hits(1000, 0);
+  cpu::parallel_for(1000, [&](std::int64_t t) {
+    hits[static_cast<std::size_t>(t)] += 1;
+    cpu::parallel_for(3, [&](std::int64_t) {});  // nested: serial, no deadlock
+  });
+  for (int h : hits) EXPECT_EQ(h, 1);
+  EXPECT_GE(cpu::num_threads(), 1);
+}
+
+}  // namespace
+}  // namespace nvfp4

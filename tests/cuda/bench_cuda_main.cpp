@@ -1,0 +1,114 @@
+// tests/cuda/bench_cuda_main.cpp -- nvfp4_bench_cuda: runs bench::run_cuda (the same engine as
+// `nvfp4 bench` with the CUDA backend) over the target shapes and writes one JSON file
+// with the GPU, driver, commit and command. scripts/device_cuda.sh uses it for
+// bench/results/cuda-*.json. Usage:
+//   nvfp4_bench_cuda [--out FILE] [--dtype bf16|f16|f32] [--shapes MxNxK,...] [--warm]
+//   nvfp4_bench_cuda --tune FILE     (the autotuner of `nvfp4 tune`, when the CLI is not built)
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/bench.h"
+#include "kernels/cuda/tuning_sm90.h"
+#include "nvfp4/error.h"
+
+int main(int argc, char** argv) {
+  using namespace nvfp4;
+  std::string out, shapes_arg, dtype = "bf16";
+  bool warm = false;
+  std::string cmd;
+  for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) { std::fprintf(stderr, "%s needs a value\n", a.c_str()); std::exit(2); }
+      return argv[++i];
+    };
+    if (a == "--out") out = next();
+    else if (a == "--dtype") dtype = next();
+    else if (a == "--shapes") shapes_arg = next();
+    else if (a == "--warm") warm = true;
+    else if (a == "--tune") {
+      const std::string f = next();
+      try {
+        const auto t = cuda::gemv_autotune({});
+        std::ofstream(f) << cuda::gemv_table_to_json(t, "written by nvfp4_bench_cuda --tune (same engine as nvfp4 tune); changes speed only");
+        std::printf("wrote %s\n", f.c_str());
+        return 0;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "tune: %s\n", e.what());
+        return 1;
+      }
+    }
+    else { std::fprintf(stderr, "unknown argument %s\n", a.c_str()); return 2; }
+  }
+  try {
+    bench::Options o;
+    o.dtype = dtype_from_name(dtype);
+    o.cold = !warm;
+    if (shapes_arg.empty())
+      shapes_arg = "1x16384x16384,1x16384x28672,1x151936x2560,1x4096x14336,1x28672x4096,1x4096x512,1x4096x4096,"
+                   "2x16384x16384,4x16384x16384,8x16384x16384,16x16384x16384,2x4096x14336,4x4096x14336,"
+                   "8x4096x14336,16x4096x14336";
+    std::stringstream ss(shapes_arg);
+    std::string tok;
+    while (std::getline(ss, tok, ',')) {
+      bench::Shape s;
+      if (std::sscanf(tok.c_str(), "%ldx%ldx%ld", &s.m, &s.n, &s.k) != 3) fail("bench", "bad shape '" + tok + "' (MxNxK)");
+      o.shapes.push_back(s);
+    }
+    const auto rows = bench::run_cuda(o);
+    cudaDeviceProp prop{};
+    cudaGetDeviceProperties(&prop, 0);
+    int drv = 0, rt = 0;
+    cudaDriverGetVersion(&drv);
+    cudaRuntimeGetVersion(&rt);
+    nlohmann::json j;
+    const char* commit = std::getenv("NVFP4_COMMIT");
+    const std::time_t now = std::time(nullptr);
+    char date[32];
+    std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    j["date"] = date;
+    j["gpu"] = prop.name;
+    j["sms"] = prop.multiProcessorCount;
+    j["l2_bytes"] = prop.l2CacheSize;
+    j["cuda_driver"] = drv;
+    j["cuda_runtime"] = rt;
+    j["driver"] = std::getenv("NVFP4_DRIVER") ? std::getenv("NVFP4_DRIVER") : "";
+    j["commit"] = commit ? commit : "";
+    j["command"] = cmd;
+    j["tuning"] = std::getenv("NVFP4_CUDA_TUNING") ? std::getenv("NVFP4_CUDA_TUNING") : "built-in";
+    j["rows"] = nlohmann::json::array();
+    std::printf("%-12s %-28s %3s %7s %6s  %9s %9s %9s  %8s %8s\n", "variant", "kernel", "M", "N", "K", "us/call",
+                "us_graph", "p90", "GB/s(g)", "rel.err");
+    for (const auto& r : rows) {
+      const double gbps_graph = r.us_graph > 0 ? r.bytes / r.us_graph / 1e3 : 0;
+      j["rows"].push_back({{"backend", r.backend}, {"kernel", r.kernel}, {"variant", r.variant},
+                           {"m", r.shape.m}, {"n", r.shape.n}, {"k", r.shape.k}, {"dtype", dtype_name(r.dtype)},
+                           {"cold", r.cold}, {"us_median", r.us_median}, {"us_p10", r.us_p10}, {"us_p90", r.us_p90},
+                           {"us_graph", r.us_graph}, {"bytes", r.bytes}, {"gbps", r.gbps},
+                           {"gbps_graph", gbps_graph}, {"gflops", r.gflops}, {"ceiling_gbps", r.ceiling_gbps},
+                           {"max_rel_err", r.max_rel_err}, {"validated", r.validated},
+                           {"samples", r.samples_us.size()}});
+      std::printf("%-12s %-28s %3ld %7ld %6ld  %9.2f %9.2f %9.2f  %8.0f %8.1e\n", r.variant.c_str(), r.kernel.c_str(),
+                  r.shape.m, r.shape.n, r.shape.k, r.us_median, r.us_graph, r.us_p90, gbps_graph, r.max_rel_err);
+    }
+    if (!rows.empty()) std::printf("copy ceiling (read+write) %.0f GB/s\n", rows[0].ceiling_gbps);
+    if (!out.empty()) {
+      std::ofstream f(out);
+      f << j.dump(2) << "\n";
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "nvfp4_bench_cuda: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

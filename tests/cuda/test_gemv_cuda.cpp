@@ -1,0 +1,374 @@
+// tests/cuda/test_gemv_cuda.cpp -- the CUDA GEMV against the oracle (quantized_matmul_ref /
+// dequantize_ref). Without a GPU every GPU test skips with "no CUDA device: ..."; the tuning
+// table tests need no GPU and always run.
+//
+// Tolerance (documented in docs/perf-cuda.md): the kernel dequantizes exactly and sums in fp32
+// on the tensor cores in another order than the oracle, so
+//   |y - ref| <= out_ulp * |ref| + 1e-5 * sum_k |x_k w_k|
+//                 + out_min_step
+// with out_ulp = 2^-7 (bf16 output), 2^-10 (fp16), 0 (fp32): both sides round their fp32 sum once
+// to the output type and may land one ulp apart; out_min_step (2^-24 fp16) covers results in the
+// output's subnormal range (found on H200: fp16 y = 3.2e-6 rounds on the 2^-24 grid).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/tuning_sm90.h"
+#include "nvfp4/cuda.h"
+#include "nvfp4/error.h"
+#include "nvfp4/format.h"
+#include "nvfp4/ops.h"
+
+#if defined(NVFP4_HAVE_CUDA)
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/cuda_host.h"
+#include "kernels/cuda/matmul_cuda.h"
+#endif
+
+namespace nvfp4 {
+namespace {
+
+// ------------------------------------------------------------------------------------------
+// Tuning table: plain C++, runs everywhere.
+// ------------------------------------------------------------------------------------------
+TEST(CudaTuning, ShapeClasses) {
+  EXPECT_EQ(cuda::gemv_shape_class(4096, 512), "n_small/k_small");
+  EXPECT_EQ(cuda::gemv_shape_class(4096, 14336), "n_small/k_large");
+  EXPECT_EQ(cuda::gemv_shape_class(28672, 4096), "n_mid/k_mid");
+  EXPECT_EQ(cuda::gemv_shape_class(151936, 2560), "n_large/k_mid");
+  for (const auto& c : cuda::gemv_shape_classes()) {
+    std::int64_t n = 0, k = 0;
+    cuda::gemv_class_representative(c, &n, &k);
+    EXPECT_EQ(cuda::gemv_shape_class(n, k), c) << "representative of " << c << " is in another class";
+  }
+  for (const auto& e : cuda::gemv_builtin_table()) EXPECT_TRUE(cuda::gemv_tile_valid(e.tile)) << e.cls;
+}
+
+TEST(CudaTuning, JsonRoundTripAndOverride) {
+  std::vector<cuda::GemvTableEntry> t = {{90, "n_small/k_large", {16, 8, 2}, 1.5}};
+  const auto back = cuda::gemv_table_from_json(cuda::gemv_table_to_json(t, "test"), "roundtrip");
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].cls, "n_small/k_large");
+  EXPECT_EQ(back[0].tile.cols_per_warp, 16);
+  EXPECT_EQ(back[0].tile.warps_per_block, 8);
+  EXPECT_EQ(back[0].tile.k_split, 2);
+  cuda::gemv_set_user_table(back);
+  const auto got = cuda::gemv_lookup_tile(90, 4096, 14336);
+  EXPECT_EQ(got.warps_per_block, 8);
+  EXPECT_EQ(got.k_split, 2);
+  cuda::gemv_clear_user_table();
+  const auto builtin = cuda::gemv_lookup_tile(90, 4096, 14336);
+  EXPECT_TRUE(cuda::gemv_tile_valid(builtin));
+}
+
+TEST(CudaTuning, BadTablesAreErrors) {
+  EXPECT_THROW(cuda::gemv_table_from_json("{", "x"), Error);
+  EXPECT_THROW(cuda::gemv_table_from_json("{\"entries\": 3}", "x"), Error);
+  EXPECT_THROW(cuda::gemv_table_from_json(
+                   R"({"entries":[{"cc":90,"class":"n_huge/k_mid","cols_per_warp":32,"warps_per_block":4,"k_split":1}]})", "x"),
+               Error);
+  EXPECT_THROW(cuda::gemv_table_from_json(
+                   R"({"entries":[{"cc":90,"class":"n_small/k_mid","cols_per_warp":32,"warps_per_block":4,"k_split":3}]})", "x"),
+               Error);
+  EXPECT_THROW(cuda::gemv_table_from_json(
+                   R"({"entries":[{"cc":90,"class":"n_small/k_mid","cols_per_warp":64,"warps_per_block":4,"k_split":1}]})", "x"),
+               Error);
+}
+
+#if !defined(NVFP4_HAVE_CUDA)
+TEST(Cuda, Backend) {
+  EXPECT_FALSE(cuda::compiled());
+  GTEST_SKIP() << "this build has no CUDA backend (nvcc not found at configure time): CUDA tests not compiled";
+}
+#else
+
+#define REQUIRE_GPU()                                                                              \
+  do {                                                                                             \
+    int count_ = 0;                                                                                \
+    const cudaError_t e_ = cudaGetDeviceCount(&count_);                                           \
+    if (e_ != cudaSuccess || count_ == 0)                                                          \
+      GTEST_SKIP() << "no CUDA device: " << (e_ != cudaSuccess ? cudaGetErrorString(e_) : "0 devices"); \
+    if (!cuda::available()) GTEST_SKIP() << "no CUDA device: need compute capability 9.0 (sm_90a)"; \
+  } while (0)
+
+// Random canonical weight: every E2M1 code, scales from an adversarial set (zero, the smallest
+// subnormal, the normal boundary, 1.0, the max 448) mixed with ordinary values.
+QuantizedWeight random_weight(std::int64_t n, std::int64_t k, std::uint64_t seed, float ts = 0.0137f) {
+  std::mt19937_64 rng(seed);
+  QuantizedWeight w;
+  w.n = n;
+  w.k = k;
+  w.packed.resize(static_cast<std::size_t>(n * k / 2));
+  w.scales.resize(static_cast<std::size_t>(n * k / 16));
+  for (auto& b : w.packed) b = static_cast<std::uint8_t>(rng());
+  static const std::uint8_t special[] = {0x00, 0x01, 0x07, 0x08, 0x38, 0x7E, 0x80 | 0x38};
+  for (auto& s : w.scales) {
+    const auto r = rng() % 16;
+    s = r < 3 ? special[rng() % 7] : static_cast<std::uint8_t>(0x18 + rng() % 0x40);
+  }
+  w.convention = ScaleConvention::kDequant;
+  w.stored_scale = ts;
+  return w;
+}
+
+Tensor random_x(DType dt, std::int64_t rows, std::int64_t stride, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> U(-1.0f, 1.0f);
+  Tensor x(dt, {rows, stride});
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.set(i, U(rng));
+  return x;
+}
+
+Tensor nan_tensor(DType dt, std::int64_t rows, std::int64_t cols) {
+  Tensor y(dt, {rows, cols});
+  for (std::int64_t i = 0; i < y.numel(); ++i) y.set(i, NAN);
+  return y;
+}
+
+double out_ulp(DType t) { return t == DType::kBF16 ? 1.0 / 128 : (t == DType::kF16 ? 1.0 / 1024 : 0.0); }
+// Spacing of the output type's subnormals: results that small round on an absolute grid.
+double out_min_step(DType t) { return t == DType::kF16 ? std::ldexp(1.0, -24) : (t == DType::kBF16 ? std::ldexp(1.0, -133) : 0.0); }
+
+// Runs the CUDA path on host tensors (optionally with an explicit tile) through device memory.
+void run_cuda(const MatrixView& x, const WeightView& w, const MatrixView& y, const cuda::GemvTile* tile) {
+  if (!tile) {
+    cuda::quantized_matmul_host(x, w, y);
+    return;
+  }
+  const int es = dtype_size(x.dtype);
+  const std::size_t xb = static_cast<std::size_t>((x.rows - 1) * x.stride + x.cols) * es;
+  const std::size_t yb = static_cast<std::size_t>((y.rows - 1) * y.stride + y.cols) * es;
+  void *dx, *dy, *dp, *ds;
+  ASSERT_EQ(cudaMalloc(&dx, xb), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dy, yb), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dp, w.n * w.k / 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&ds, w.n * w.k / 16), cudaSuccess);
+  cudaMemcpy(dx, x.data, xb, cudaMemcpyHostToDevice);
+  cudaMemcpy(dy, y.data, yb, cudaMemcpyHostToDevice);
+  cudaMemcpy(dp, w.packed, w.n * w.k / 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(ds, w.scales, w.n * w.k / 16, cudaMemcpyHostToDevice);
+  MatrixView dxv = x, dyv = y;
+  dxv.data = dx;
+  dyv.data = dy;
+  WeightView dw = w;
+  dw.packed = static_cast<const std::uint8_t*>(dp);
+  dw.scales = static_cast<const std::uint8_t*>(ds);
+  cuda::quantized_matmul_tile(dxv, dw, dyv, nullptr, tile);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cudaMemcpy(y.data, dy, yb, cudaMemcpyDeviceToHost);
+  cudaFree(dx);
+  cudaFree(dy);
+  cudaFree(dp);
+  cudaFree(ds);
+}
+
+// Checks y against the oracle within the documented tolerance; every element must be written.
+void check_against_oracle(const MatrixView& x, const QuantizedWeight& qw, const MatrixView& y, const std::string& what) {
+  const WeightView w = qw.view();
+  // The oracle in fp32 (before the output rounding), on an exact fp32 copy of x, and on |x|, |W|
+  // (sign bits cleared) for sum |x w|.
+  Tensor xf(DType::kF32, {x.rows, x.cols}), ax(DType::kF32, {x.rows, x.cols});
+  for (std::int64_t r = 0; r < x.rows; ++r)
+    for (std::int64_t c = 0; c < x.cols; ++c) {
+      const float v = load_as_f32(x.data, x.dtype, r * x.stride + c);
+      xf.set(r * x.cols + c, v);
+      ax.set(r * x.cols + c, std::fabs(v));
+    }
+  Tensor ref(DType::kF32, {x.rows, w.n}), absdot(DType::kF32, {x.rows, w.n});
+  quantized_matmul_ref(MatrixView{xf.data(), DType::kF32, x.rows, x.cols, x.cols}, w,
+                       MatrixView{ref.data(), DType::kF32, x.rows, w.n, w.n});
+  QuantizedWeight aw = qw;
+  for (auto& b : aw.packed) b &= 0x77;
+  quantized_matmul_ref(MatrixView{ax.data(), DType::kF32, x.rows, x.cols, x.cols}, aw.view(),
+                       MatrixView{absdot.data(), DType::kF32, x.rows, w.n, w.n});
+  int bad = 0;
+  for (std::int64_t m = 0; m < x.rows; ++m)
+    for (std::int64_t n = 0; n < w.n; ++n) {
+      const double got = load_as_f32(y.data, y.dtype, m * y.stride + n);
+      const double r = ref.get(m * w.n + n);
+      const double tol = out_ulp(y.dtype) * std::fabs(r) + 1e-5 * std::fabs(absdot.get(m * w.n + n)) +
+                         out_min_step(y.dtype) + 1e-30;
+      if (!(std::fabs(got - r) <= tol)) {
+        if (++bad <= 5)
+          ADD_FAILURE() << what << ": y[" << m << "," << n << "] = " << got << " oracle " << r << " tol " << tol;
+      }
+    }
+  EXPECT_EQ(bad, 0) << what;
+}
+
+TEST(CudaGemv, OneHotRecoversDequantizedWeightsExactly) {
+  REQUIRE_GPU();
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (auto nk : {std::pair<std::int64_t, std::int64_t>{37, 48}, {131, 4112}, {64, 16}, {40, 256}}) {
+      const std::int64_t n = nk.first, k = nk.second;
+      const std::uint64_t seed = 1000 + n * 7 + k;
+      SCOPED_TRACE("seed " + std::to_string(seed) + " dtype " + dtype_name(dt) + " N=" + std::to_string(n) +
+                   " K=" + std::to_string(k));
+      const QuantizedWeight qw = random_weight(n, k, seed);
+      Tensor deq(dt, {n, k});
+      dequantize_ref(qw.view(), MatrixView{deq.data(), dt, n, k, k});
+      // 16 one-hot rows per launch; every k for small K, a spread of k otherwise.
+      std::vector<std::int64_t> ks;
+      for (std::int64_t kk = 0; kk < k; kk += (k <= 256 ? 1 : 7)) ks.push_back(kk);
+      ks.push_back(k - 1);
+      for (std::size_t c = 0; c < ks.size(); c += 16) {
+        const std::int64_t rows = std::min<std::int64_t>(16, static_cast<std::int64_t>(ks.size() - c));
+        Tensor x(dt, {rows, k});
+        for (std::int64_t r = 0; r < rows; ++r) x.set(r * k + ks[c + r], 1.0f);
+        Tensor y = nan_tensor(dt, rows, n);
+        cuda::quantized_matmul_host(MatrixView{x.data(), dt, rows, k, k}, qw.view(), MatrixView{y.data(), dt, rows, n, n});
+        int bad = 0;
+        for (std::int64_t r = 0; r < rows; ++r)
+          for (std::int64_t j = 0; j < n; ++j) {
+            const float got = y.get(r * n + j), want = deq.get(j * k + ks[c + r]);
+            // == treats +0 and -0 alike (the matmul sums 0 + -0 = +0 where dequantize gives -0).
+            if (!(got == want) && ++bad <= 5)
+              ADD_FAILURE() << "y[" << r << "," << j << "] (k=" << ks[c + r] << ") = " << got << ", dequantized " << want;
+          }
+        ASSERT_EQ(bad, 0);
+      }
+    }
+  }
+}
+
+TEST(CudaGemv, MatchesOracleAcrossShapesAndDtypes) {
+  REQUIRE_GPU();
+  const std::int64_t ms[] = {1, 2, 3, 8, 16, 33};
+  const std::pair<std::int64_t, std::int64_t> nks[] = {{1, 16}, {7, 32}, {37, 48}, {131, 4112}, {257, 1024}, {4099, 512}};
+  for (DType dt : {DType::kBF16, DType::kF16, DType::kF32})
+    for (const auto& nk : nks)
+      for (std::int64_t m : ms) {
+        const std::uint64_t seed = 77 + 13 * m + nk.first * 3 + nk.second;
+        const std::string what = std::string("seed ") + std::to_string(seed) + " " + dtype_name(dt) + " M=" +
+                                 std::to_string(m) + " N=" + std::to_string(nk.first) + " K=" + std::to_string(nk.second);
+        SCOPED_TRACE(what);
+        const QuantizedWeight qw = random_weight(nk.first, nk.second, seed);
+        Tensor x = random_x(dt, m, nk.second, seed + 1);
+        Tensor y = nan_tensor(dt, m, nk.first);
+        const MatrixView xv{x.data(), dt, m, nk.second, nk.second}, yv{y.data(), dt, m, nk.first, nk.first};
+        cuda::quantized_matmul_host(xv, qw.view(), yv);
+        check_against_oracle(xv, qw, yv, what);
+      }
+}
+
+// Regression guard for the H200 bench run where N=151936 K=2560 produced non-finite outputs.
+TEST(CudaGemv, LargeNLmHeadShape) {
+  REQUIRE_GPU();
+  const std::int64_t n = 151936, k = 2560;
+  const QuantizedWeight qw = random_weight(n, k, 151936);
+  for (DType dt : {DType::kBF16}) {
+    Tensor x = random_x(dt, 1, k, 7);
+    Tensor y = nan_tensor(dt, 1, n);
+    const MatrixView xv{x.data(), dt, 1, k, k}, yv{y.data(), dt, 1, n, n};
+    cuda::quantized_matmul_host(xv, qw.view(), yv);
+    check_against_oracle(xv, qw, yv, "seed 151936 N=151936 K=2560 M=1");
+  }
+}
+
+TEST(CudaGemv, StridedPaddedActivationsAndOutputGaps) {
+  REQUIRE_GPU();
+  for (DType dt : {DType::kBF16, DType::kF16, DType::kF32})
+    for (std::int64_t m : {1, 5, 17}) {
+      const std::int64_t n = 97, k = 4112, kx = k - 5, xs = k + 3, ys = n + 2;
+      const std::uint64_t seed = 4242 + m;
+      const std::string what = std::string("seed ") + std::to_string(seed) + " " + dtype_name(dt) + " M=" + std::to_string(m);
+      SCOPED_TRACE(what);
+      const QuantizedWeight qw = random_weight(n, k, seed);
+      Tensor x = random_x(dt, m, xs, seed + 1);
+      Tensor y = nan_tensor(dt, m, ys);
+      const MatrixView xv{x.data(), dt, m, kx, xs}, yv{y.data(), dt, m, n, ys};
+      cuda::quantized_matmul_host(xv, qw.view(), yv);
+      check_against_oracle(xv, qw, yv, what);
+      for (std::int64_t r = 0; r < m; ++r)
+        for (std::int64_t j = n; j < ys; ++j) EXPECT_TRUE(std::isnan(y.get(r * ys + j))) << "gap written at " << r << "," << j;
+    }
+}
+
+TEST(CudaGemv, EveryTileGivesTheSameFunction) {
+  REQUIRE_GPU();
+  for (std::int64_t k : {4096, 4112, 160}) {
+    for (std::int64_t m : {1, 4, 16}) {
+      const std::int64_t n = 203;
+      const std::uint64_t seed = 9000 + k + m;
+      const QuantizedWeight qw = random_weight(n, k, seed);
+      Tensor x = random_x(DType::kBF16, m, k, seed + 1);
+      for (int cols : {16, 32})
+        for (int warps : {1, 2, 4, 8, 16})
+          for (int ks : {1, 2, 4, 8, 16}) {
+            if (ks > warps || warps % ks) continue;
+            const cuda::GemvTile tile{cols, warps, ks};
+            const std::string what = "seed " + std::to_string(seed) + " K=" + std::to_string(k) + " M=" + std::to_string(m) +
+                                     " tile " + std::to_string(cols) + "/" + std::to_string(warps) + "/" + std::to_string(ks);
+            SCOPED_TRACE(what);
+            Tensor y = nan_tensor(DType::kBF16, m, n);
+            const MatrixView xv{x.data(), DType::kBF16, m, k, k}, yv{y.data(), DType::kBF16, m, n, n};
+            run_cuda(xv, qw.view(), yv, &tile);
+            check_against_oracle(xv, qw, yv, what);
+          }
+    }
+  }
+}
+
+TEST(CudaGemv, DeviceApiOnAStreamAndBadInput) {
+  REQUIRE_GPU();
+  const std::int64_t m = 2, n = 300, k = 512;
+  const QuantizedWeight qw = random_weight(n, k, 5);
+  Tensor x = random_x(DType::kBF16, m, k, 6);
+  Tensor y = nan_tensor(DType::kBF16, m, n);
+  void *dx, *dy, *dp, *ds;
+  ASSERT_EQ(cudaMalloc(&dx, x.bytes.size()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dy, y.bytes.size()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dp, qw.packed.size()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&ds, qw.scales.size()), cudaSuccess);
+  cudaMemcpy(dx, x.data(), x.bytes.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(dy, y.data(), y.bytes.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(dp, qw.packed.data(), qw.packed.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(ds, qw.scales.data(), qw.scales.size(), cudaMemcpyHostToDevice);
+  cudaStream_t st;
+  ASSERT_EQ(cudaStreamCreate(&st), cudaSuccess);
+  const WeightView dw{static_cast<std::uint8_t*>(dp), static_cast<std::uint8_t*>(ds), qw.tensor_scale(), n, k};
+  cuda::quantized_matmul(MatrixView{dx, DType::kBF16, m, k, k}, dw, MatrixView{dy, DType::kBF16, m, n, n}, st);
+  ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+  cudaMemcpy(y.data(), dy, y.bytes.size(), cudaMemcpyDeviceToHost);
+  check_against_oracle(MatrixView{x.data(), DType::kBF16, m, k, k}, qw, MatrixView{y.data(), DType::kBF16, m, n, n}, "stream");
+  // Bad input: errors, never a crash.
+  EXPECT_THROW(cuda::quantized_matmul(MatrixView{dx, DType::kBF16, m, k, k}, WeightView{dw.packed, dw.scales, 1.0f, n, 500},
+                                      MatrixView{dy, DType::kBF16, m, n, n}, st),
+               Error);  // K not a multiple of 16
+  EXPECT_THROW(cuda::quantized_matmul(MatrixView{x.data(), DType::kBF16, m, k, k}, dw, MatrixView{dy, DType::kBF16, m, n, n}, st),
+               Error);  // host activation pointer
+  EXPECT_THROW(cuda::quantized_matmul(MatrixView{dx, DType::kBF16, m, k, k}, dw, MatrixView{dy, DType::kF16, m, n, n}, st),
+               Error);  // dtype mismatch
+  const cuda::GemvTile bad{24, 4, 1};
+  EXPECT_THROW(cuda::quantized_matmul_tile(MatrixView{dx, DType::kBF16, m, k, k}, dw, MatrixView{dy, DType::kBF16, m, n, n}, st,
+                                           &bad),
+               Error);
+  // M = 0: nothing to do, nothing touched.
+  EXPECT_NO_THROW(cuda::quantized_matmul(MatrixView{dx, DType::kBF16, 0, k, k}, dw, MatrixView{dy, DType::kBF16, 0, n, n}, st));
+  ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+  cudaStreamDestroy(st);
+  cudaFree(dx);
+  cudaFree(dy);
+  cudaFree(dp);
+  cudaFree(ds);
+}
+
+TEST(CudaGemv, PublicBackendRoute) {
+  REQUIRE_GPU();
+  const QuantizedWeight qw = random_weight(64, 64, 3);
+  Tensor x = random_x(DType::kF32, 3, 64, 4);
+  const Tensor y = quantized_matmul(x, qw, Backend::kCuda);
+  check_against_oracle(MatrixView{const_cast<void*>(x.data()), DType::kF32, 3, 64, 64}, qw,
+                       MatrixView{const_cast<void*>(y.data()), DType::kF32, 3, 64, 64}, "Backend::kCuda");
+}
+
+#endif  // NVFP4_HAVE_CUDA
+
+}  // namespace
+}  // namespace nvfp4
