@@ -27,6 +27,7 @@
 #include "hwy/targets.h"
 #include "kernels/cpu/matmul_cpu.h"
 #include "kernels/cpu/parallel_for.h"
+#include "kernels/cpu/tuning_cpu.h"
 #include "nvfp4/error.h"
 #include "nvfp4/format.h"
 #include "nvfp4/ops.h"
@@ -268,6 +269,17 @@ TEST(CpuMatmul, NaNScalePropagates) {
     EXPECT_TRUE(std::isnan(y.get(0, 1)) && std::isnan(y.get(1, 1))) << cpu::cpu_path_name(p);
     EXPECT_FALSE(std::isnan(y.get(0, 0)) || std::isnan(y.get(1, 2))) << cpu::cpu_path_name(p);
   }
+  // bf16 paths (vdpbf16ps GEMV decodes scales with integer ops, the panel decode multiplies).
+  Weight wl = random_weight(5, 1024, 9);
+  wl.scales[64 + 40] = 0x7F;  // row 1, block 40 (second 256-k chunk)
+  const Act xb = random_x(DType::kBF16, 2, 1024, 1024, 10);
+  for (CpuPath p : {CpuPath::kGemv, CpuPath::kGemvAvx512Bf16, CpuPath::kGemmAvx512Bf16, CpuPath::kGemmAmx}) {
+    if (!cpu::cpu_path_supported(p, DType::kBF16)) continue;
+    Out y = poisoned(DType::kBF16, 2, 5, 5);
+    cpu::quantized_matmul_path(xb.view, wl.view(), y.view, p);
+    EXPECT_TRUE(std::isnan(y.get(0, 1)) && std::isnan(y.get(1, 1))) << cpu::cpu_path_name(p);
+    EXPECT_FALSE(std::isnan(y.get(0, 0)) || std::isnan(y.get(1, 2))) << cpu::cpu_path_name(p);
+  }
 }
 
 TEST(CpuMatmul, AmxPathOrSkip) {
@@ -306,6 +318,43 @@ TEST(CpuMatmul, PublicEntryUsesCpuBackend) {
         EXPECT_NEAR(y.get(i, j), r.get(i, j), 0.02 * (std::fabs(r.get(i, j)) + 1e-3)) << i << "," << j;
   }
   EXPECT_FALSE(cpu::cpu_kernel_name(1, DType::kBF16).empty());
+}
+
+// tuning_cpu.h promises "speed only, never results" for the blocking sizes that do not split
+// K into separately summed segments: GEMV x block and rows per task, GEMM KC / NC / MC. Each
+// output must be bit-identical across settings (same per-lane FMA sequence).
+TEST(CpuMatmul, BlockingTuningDoesNotChangeResults) {
+  const std::uint64_t seed = 4242;
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const Weight w = random_weight(45, 1552, seed);  // 6 chunks of 256 + 16 tail
+  const cpu::CpuTuning saved = cpu::cpu_tuning();
+  for (std::int64_t m : {3, 8, 40}) {
+    SCOPED_TRACE("M=" + std::to_string(m));
+    const Act x = random_x(DType::kBF16, m, 1552, 1552, seed + m);
+    std::vector<CpuPath> paths = {CpuPath::kGemv, CpuPath::kGemmF32};
+    for (CpuPath p : {CpuPath::kGemvAvx512Bf16, CpuPath::kGemmAvx512Bf16, CpuPath::kGemmAmx})
+      if (cpu::cpu_path_supported(p, DType::kBF16)) paths.push_back(p);
+    for (CpuPath p : paths) {
+      SCOPED_TRACE(cpu::cpu_path_name(p));
+      std::vector<std::vector<std::uint8_t>> outs;
+      for (int v = 0; v < 3; ++v) {
+        cpu::CpuTuning t = saved;
+        t.gemv_min_tasks_per_thread = 0;  // never split K: the split is the one order-changing knob
+        t.gemv_x_block_bytes = v == 0 ? 1 : v == 1 ? 16384 : (1 << 22);
+        t.gemv_rows_per_task = v == 0 ? 1 : v == 1 ? 8 : 64;
+        t.gemm_kc = v == 0 ? 32 : v == 1 ? 512 : 4096;
+        t.gemm_nc = v == 0 ? 32 : v == 1 ? 128 : 256;
+        t.gemm_mc = v == 0 ? 32 : v == 1 ? 512 : 64;
+        cpu::cpu_tuning_mutable() = t;
+        Out y = poisoned(DType::kBF16, m, w.n, w.n);
+        cpu::quantized_matmul_path(x.view, w.view(), y.view, p);
+        outs.push_back(y.bytes);
+      }
+      cpu::cpu_tuning_mutable() = saved;
+      EXPECT_EQ(outs[0], outs[1]);
+      EXPECT_EQ(outs[1], outs[2]);
+    }
+  }
 }
 
 TEST(CpuParallelFor, RunsEveryTaskOnceAndNests) {

@@ -32,6 +32,7 @@ using VF = hn::Vec<DF>;
 
 // 32 zmm registers hold 8x2 accumulators; 16-register ISAs get 4x2.
 constexpr int kMR = HWY_MAX_BYTES >= 64 ? 8 : 4;
+constexpr int kMaxNR = 2 * HWY_MAX_BYTES / 4;  // NR = 2 vectors of fp32
 
 template <int MR>
 HWY_INLINE void Ukernel(const float* A, std::int64_t lda, const float* B, std::int64_t L,
@@ -82,6 +83,8 @@ void GemmImpl(const MatmulArgs& a) {
   parallel_for(m, [&](std::int64_t mi) { load_x_row_f32(a, mi, xf.get() + mi * k); });
 
   const float* stab = e4m3_abs_table();
+  float lut[16];
+  for (int c = 0; c < 16; ++c) lut[c] = e2m1_to_float(static_cast<std::uint8_t>(c));
   parallel_for(mblocks * nblocks, [&](std::int64_t t) {
     const std::int64_t nb = t % nblocks, mb = t / nblocks;
     const std::int64_t m0 = mb * mc, rows = std::min(mc, m - m0);
@@ -91,22 +94,30 @@ void GemmImpl(const MatmulArgs& a) {
     std::fill(cacc.get(), cacc.get() + rows * nc, 0.0f);
     for (std::int64_t k0 = 0; k0 < k; k0 += kcmax) {
       const std::int64_t kc = std::min(kcmax, k - k0);
-      // Decode NC weight rows x KC into Bp[nc/NR][kc][NR] (columns past N are zero).
-      for (std::int64_t c = 0; c < nc; ++c) {
-        float* dst = bp.get() + (c / NR) * kc * NR + (c % NR);
-        if (c >= cols) {
-          for (std::int64_t kk = 0; kk < kc; ++kk) dst[kk * NR] = 0.0f;
-          continue;
+      // Decode NC weight rows x KC into Bp[nc/NR][kc][NR] (columns past N are zero), k-major
+      // within a column group so every store is contiguous: the former column-major order wrote
+      // one float per 128-byte line (stride NR) and took 1/3 of the fp32 GEMM's time (perf, Zen 4,
+      // M=512 N=256 K=14336, 1 thread). lut[code] * |scale| is the oracle's exact product.
+      for (std::int64_t cg = 0; cg < nc; cg += NR) {
+        float* panel = bp.get() + cg * kc;
+        const std::uint8_t* prow[kMaxNR];
+        const std::uint8_t* srow[kMaxNR];
+        for (std::int64_t c = 0; c < NR; ++c) {
+          const std::int64_t col = cg + c < cols ? n0 + cg + c : n0;  // past N: any row, scale 0
+          prow[c] = a.packed + col * (k / 2) + k0 / 2;
+          srow[c] = cg + c < cols ? a.scales + col * (k / kBlockSize) + k0 / kBlockSize : nullptr;
         }
-        const std::uint8_t* prow = a.packed + (n0 + c) * (k / 2) + k0 / 2;
-        const std::uint8_t* srow = a.scales + (n0 + c) * (k / kBlockSize) + k0 / kBlockSize;
         for (std::int64_t b = 0; b < kc / kBlockSize; ++b) {
-          const float s = stab[srow[b]];
+          float sc[kMaxNR];
+          for (std::int64_t c = 0; c < NR; ++c) sc[c] = srow[c] ? stab[srow[c][b]] : 0.0f;
           for (int j = 0; j < kBlockSize / 2; ++j) {
-            const std::uint8_t byte = prow[b * 8 + j];
-            const std::int64_t kk = b * kBlockSize + 2 * j;
-            dst[kk * NR] = e2m1_to_float(e2m1_low(byte)) * s;
-            dst[(kk + 1) * NR] = e2m1_to_float(e2m1_high(byte)) * s;
+            float* d0 = panel + (b * kBlockSize + 2 * j) * NR;
+            float* d1 = d0 + NR;
+            for (std::int64_t c = 0; c < NR; ++c) {
+              const std::uint8_t byte = prow[c][b * 8 + j];
+              d0[c] = lut[byte & 15] * sc[c];
+              d1[c] = lut[byte >> 4] * sc[c];
+            }
           }
         }
       }

@@ -30,8 +30,10 @@ struct MatmulArgs {
 // gemv_nvfp4_hwy.cpp: weights streamed once per group of <= 8 rows of x; any M. Runs the
 // Highway target chosen by dynamic dispatch (hwy::SetSupportedTargetsForTest narrows it).
 void gemv_nvfp4_hwy(const MatmulArgs& a);
-// gemv_nvfp4_avx512bf16.cpp: bf16 activations only, needs avx512bf16_supported(); any M (tuned
-// for M <= 8): 32 products per vdpbf16ps, codes decoded by vpsrlw + vpermw.
+// gemv_nvfp4_avx512bf16.cpp: bf16 activations only, needs gemv_avx512bf16_supported()
+// (AVX512-BF16 + VBMI); any M (tuned for M <= 8): 32 products per vdpbf16ps, codes decoded by
+// vpsrlw + vpermw, scales by vpermb + vpermt2b.
+bool gemv_avx512bf16_supported();
 void gemv_nvfp4_avx512bf16(const MatmulArgs& a);
 // gemm_nvfp4_hwy.cpp: W decoded exactly to fp32 panels, fp32 FMA microkernel; any dtype.
 void gemm_nvfp4_hwy(const MatmulArgs& a);

@@ -1,5 +1,5 @@
 // kernels/cpu/matmul_cpu.cpp -- the CPU backend's dispatcher: a short ordered chain.
-//   M <= gemv_max_m, bf16, AVX512-BF16      -> GEMV on vdpbf16ps
+//   M <= gemv_max_m, bf16, AVX512-BF16+VBMI -> GEMV on vdpbf16ps
 //   M <= gemv_max_m (tuning_cpu.h)          -> GEMV (Highway, best target)
 //   bf16 activations, AMX granted            -> GEMM on AMX tiles
 //   bf16 activations, AVX512-BF16            -> GEMM on vdpbf16ps
@@ -61,8 +61,8 @@ const char* cpu_path_name(CpuPath p) {
 
 bool cpu_path_supported(CpuPath p, DType t) {
   switch (p) {
-    case CpuPath::kGemmAvx512Bf16:
-    case CpuPath::kGemvAvx512Bf16: return t == DType::kBF16 && bf16_kernel_supported(Bf16Kernel::kAvx512Bf16);
+    case CpuPath::kGemmAvx512Bf16: return t == DType::kBF16 && bf16_kernel_supported(Bf16Kernel::kAvx512Bf16);
+    case CpuPath::kGemvAvx512Bf16: return t == DType::kBF16 && gemv_avx512bf16_supported();
     case CpuPath::kGemmAmx: return t == DType::kBF16 && bf16_kernel_supported(Bf16Kernel::kAmx);
     default: return true;
   }

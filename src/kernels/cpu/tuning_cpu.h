@@ -18,8 +18,10 @@ struct CpuTuning {
   // Split K into segments when N alone gives fewer than this many tasks per thread.
   std::int64_t gemv_min_tasks_per_thread = 4;
   // AVX512-BF16 GEMV: bytes of (permuted bf16) activations per K block, all rows of the group;
-  // every weight row of a task passes over one block before the next (L1-resident x).
-  std::int64_t gemv_x_block_bytes = 16384;
+  // every weight row of a task passes over one block before the next. Measured (Zen 4, K=14336,
+  // docs/perf-cpu.md): with <= 4-row groups an L1-sized block (16 KiB) is 3-5% slower than none
+  // (M=8 cold 3.98 vs 3.78 ms, 1 thread hot 92.8 vs 88.8 us), so the default is effectively off.
+  std::int64_t gemv_x_block_bytes = 1 << 20;
   // GEMM blocking: NC columns of W decoded per panel (L2-resident: NC*KC*4 B = 256 KiB fp32,
   // 128 KiB bf16), KC depth per decoded panel, MC rows of x per task (C accumulator MC*NC*4 B =
   // 256 KiB). KC 512 vs 256: +3% on the bf16 GEMM (Zen 4, 1 thread, M=512 N=256 K=14336:
