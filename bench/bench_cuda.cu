@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <memory>
 #include <random>
@@ -260,6 +261,22 @@ std::vector<Row> run_cuda(const Options& opts) {
     r.gbps = r.bytes / r.us_median / 1e3;  // bench.h: bytes / us_median (graph GB/s = bytes / us_graph)
     r.gflops = 2.0 * s.m * s.n * s.k / r.us_median / 1e3;
     rows.push_back(r);
+    if (const char* lg = std::getenv("NVFP4_BENCH_LEGACY"); lg && *lg == '1') {
+      // Side-by-side: the first (B = weights) kernel with the same table tile, same weights and
+      // rotation, in the same run (docs/perf-cuda.md, before/after).
+      Row l = r;
+      cuda::GemvTile tile = cuda::gemv_lookup_tile(cuda::device_cc(), s.n, s.k);
+      tile.legacy = true;
+      std::string kname;
+      cuda::quantized_matmul_tile(xv, wview(0), yv, st, &tile, &kname);
+      ck(cudaStreamSynchronize(st), "legacy run");
+      l.variant = "nvfp4_legacy";
+      l.kernel = kname;
+      time_calls(l, opts, copies, st, [&](std::size_t c) { cuda::quantized_matmul_tile(xv, wview(c), yv, st, &tile); });
+      l.gbps = l.bytes / l.us_median / 1e3;
+      l.gflops = 2.0 * s.m * s.n * s.k / l.us_median / 1e3;
+      rows.push_back(l);
+    }
     wp.clear();
     ws.clear();
 

@@ -3,10 +3,10 @@
 # build (Release, CUDA, Ninja), run the CUDA tests (GoogleTest JSON), compute-sanitizer memcheck
 # and racecheck on the CUDA test binary, the autotuner, and the benchmark (JSON + table).
 #
-#   scripts/device_cuda.sh [all|test|tune|bench|sanitize|profile]...  (default: all; run in that order)
+#   scripts/device_cuda.sh [all|test|tune|bench|replay|sanitize|profile]...  (default: all; in that order)
 #
 # Writes under $OUT (default ./device-out): device.log (everything), tests.json, tuning.json,
-# bench.json. Dependencies: when the machine lacks the Debian -dev packages (fmt, nlohmann-json,
+# bench.json, replay.json (the main job: `nvfp4 bench`), compare_*.json (A/B on the GPU). Dependencies: when the machine lacks the Debian -dev packages (fmt, nlohmann-json,
 # CLI11, Highway, GoogleTest, OpenBLAS, pkgconf), put their .deb files in .devdeps/ (ignored by
 # git; `apt-get download` them on a Debian 12 host) and carry that folder: they are unpacked
 # with dpkg -x into a private prefix, never into /.
@@ -47,17 +47,34 @@ else
   echo "no .devdeps/: using the system's packages"
 fi
 
-say "configure + build"
-cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNVFP4_CUDA=ON || exit 1
-ninja -C "$BUILD" nvfp4_test_cuda nvfp4_bench_cuda || exit 1
-ninja -C "$BUILD" nvfp4_cli || echo "the nvfp4 CLI did not build (other parts in progress?): tuner runs through nvfp4_bench_cuda --tune"
-TB=$(find "$BUILD" -name nvfp4_test_cuda -type f -perm -u+x | head -1)
+# NVFP4_PREBUILT=DIR: use nvfp4_test_cuda / nvfp4_bench_cuda built elsewhere (same Debian 12
+# toolchain) when they start here; saves the device-side build. Otherwise configure + build.
+BB=""
+if [ -n "${NVFP4_PREBUILT:-}" ] && "$NVFP4_PREBUILT/nvfp4_test_cuda" --gtest_list_tests >/dev/null 2>&1 &&
+   ! ldd "$NVFP4_PREBUILT/nvfp4_bench_cuda" | grep -q "not found"; then
+  say "prebuilt binaries from $NVFP4_PREBUILT"
+  TB=$NVFP4_PREBUILT/nvfp4_test_cuda
+  BB=$NVFP4_PREBUILT/nvfp4_bench_cuda
+  CLI=$NVFP4_PREBUILT/nvfp4
+else
+  say "configure + build"
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNVFP4_CUDA=ON || exit 1
+  ninja -C "$BUILD" nvfp4_test_cuda nvfp4_bench_cuda || exit 1
+  ninja -C "$BUILD" nvfp4_cli || echo "the nvfp4 CLI did not build (other parts in progress?): tuner runs through nvfp4_bench_cuda --tune"
+  TB=$(find "$BUILD" -name nvfp4_test_cuda -type f -perm -u+x | head -1)
+  BB=$BUILD/tests/cuda/nvfp4_bench_cuda
+  CLI=$BUILD/nvfp4
+fi
 say "SASS check (16-byte weight loads, no local memory)"
 if command -v cuobjdump >/dev/null; then
   cuobjdump -sass "$TB" > /tmp/sass.txt 2>/dev/null
   awk '/Function :/ {f=$3} /LDG.E.128.CONSTANT|LDG.E.64.CONSTANT|LDG.E.128|LDL|STL|HMMA/ {
          for (i=1;i<=NF;i++) if ($i ~ /^(LDG|LDL|STL|HMMA)/) {c[f" "$i]++; break}}
        END {for (k in c) print c[k], k}' /tmp/sass.txt | grep gemv_nvfp4 | sort -k2 | head -60
+  # Instruction mix of the weights-as-A kernel (bf16, 32 rows/warp, M <= 8): whole function.
+  awk '/Function :.*gemv_nvfp4_wa_kernelILb0ELi2ELi1E/ {on=1; next} /Function :/ {on=0}
+       on && /^ +\/\*[0-9a-f]+\*\// {for (i = 2; i <= NF; i++) if ($i !~ /^@/) {print $i; break}}' /tmp/sass.txt | sed 's/\..*//' | sort | uniq -c | sort -rn > "$OUT/sass_wa_mix.txt"
+  head -25 "$OUT/sass_wa_mix.txt"
 fi
 
 if want test; then
@@ -67,30 +84,43 @@ fi
 
 if want tune; then
   say "autotune"
-  if [ -x "$BUILD/nvfp4" ]; then "$BUILD/nvfp4" tune --out "$OUT/tuning.json" || STATUS=1
-  else "$BUILD/tests/cuda/nvfp4_bench_cuda" --tune "$OUT/tuning.json" || STATUS=1; fi
+  if [ -x "$CLI" ]; then "$CLI" tune --out "$OUT/tuning.json" || STATUS=1
+  else "$BB" --tune "$OUT/tuning.json" || STATUS=1; fi
 fi
 
 if want bench; then
-  say "benchmark (bf16, cold weights, built-in table)"
-  "$BUILD/tests/cuda/nvfp4_bench_cuda" --out "$OUT/bench.json" || STATUS=1
+  say "benchmark (bf16, cold weights, built-in table; NVFP4_BENCH_LEGACY=1 adds the first kernel side by side)"
+  NVFP4_BENCH_LEGACY=${NVFP4_BENCH_LEGACY:-1} "$BB" --out "$OUT/bench.json" || STATUS=1
   if [ -f "$OUT/tuning.json" ]; then
     say "benchmark with the freshly tuned table"
-    NVFP4_CUDA_TUNING="$OUT/tuning.json" "$BUILD/tests/cuda/nvfp4_bench_cuda" --out "$OUT/bench_tuned.json" \
+    NVFP4_CUDA_TUNING="$OUT/tuning.json" "$BB" --out "$OUT/bench_tuned.json" \
       --shapes 1x16384x16384,1x16384x28672,1x151936x2560,1x4096x14336,1x28672x4096,1x4096x512,1x4096x4096 || STATUS=1
   fi
   say "benchmark fp16 / fp32 activations (M=1, 16 at one shape)"
-  "$BUILD/tests/cuda/nvfp4_bench_cuda" --dtype f16 --shapes 1x16384x16384,16x16384x16384 || STATUS=1
-  "$BUILD/tests/cuda/nvfp4_bench_cuda" --dtype f32 --shapes 1x16384x16384,16x16384x16384 || STATUS=1
+  "$BB" --dtype f16 --shapes 1x16384x16384,16x16384x16384 || STATUS=1
+  "$BB" --dtype f32 --shapes 1x16384x16384,16x16384x16384 || STATUS=1
+fi
+if want replay; then
+  say "main job: nvfp4 bench (decode + prefill replay, NVFP4 vs cuBLAS bf16)"
+  if [ -x "$CLI" ]; then
+    ( time "$CLI" bench --json "$OUT/replay.json" ) || STATUS=1
+    say "A/B on the GPU: A against A must be 'no detectable difference'"
+    "$CLI" compare --a self --b self --mode decode --rounds 20 --json "$OUT/compare_aa.json" || STATUS=1
+    say "A/B on the GPU: B does 3% more work (an extra linear of 3% of the weights) must be 'slower'"
+    "$CLI" compare --a self --b "self --extra-work 0.03" --mode decode --rounds 20 \
+      --json "$OUT/compare_3pct.json" || STATUS=1
+  else
+    echo "no nvfp4 CLI at $CLI: replay skipped"; STATUS=1
+  fi
 fi
 if want sanitize; then
   if command -v compute-sanitizer >/dev/null; then
     say "compute-sanitizer memcheck"
-    timeout 180 compute-sanitizer --tool memcheck --error-exitcode 3 "$TB" --gtest_brief=1 \
-      --gtest_filter='-CudaGemv.EveryTile*' || { echo "memcheck FAILED rc=$?"; STATUS=1; }
+    timeout "${SAN_TIMEOUT:-180}" compute-sanitizer --tool memcheck --error-exitcode 3 "$TB" --gtest_brief=1 \
+      --gtest_filter="${MEMCHECK_FILTER:--CudaGemv.EveryTile*}" || { echo "memcheck FAILED rc=$?"; STATUS=1; }
     say "compute-sanitizer racecheck"
-    timeout 150 compute-sanitizer --tool racecheck --error-exitcode 3 "$TB" --gtest_brief=1 \
-      --gtest_filter='CudaGemv.EveryTile*:CudaGemv.Strided*' || { echo "racecheck FAILED rc=$?"; STATUS=1; }
+    timeout "${SAN_TIMEOUT:-150}" compute-sanitizer --tool racecheck --error-exitcode 3 "$TB" --gtest_brief=1 \
+      --gtest_filter="${RACECHECK_FILTER:-CudaGemv.EveryTile*:CudaGemv.Strided*}" || { echo "racecheck FAILED rc=$?"; STATUS=1; }
   else
     echo "compute-sanitizer not found"
   fi
@@ -98,7 +128,7 @@ fi
 if want profile && command -v ncu >/dev/null; then
   say "ncu: one GEMV launch, M=1 16384x16384 bf16 (clocks left alone)"
   timeout 120 ncu --clock-control none -k regex:gemv_nvfp4 -c 1 --section SpeedOfLight --section WarpStateStats \
-    --section MemoryWorkloadAnalysis --section Occupancy "$BUILD/tests/cuda/nvfp4_bench_cuda" --warm \
+    --section MemoryWorkloadAnalysis --section Occupancy "$BB" --warm \
     --shapes 1x16384x16384 2>&1 | grep -v "^==PROF==" | tail -80
 fi
 say "done, status $STATUS"

@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
     if (shapes_arg.empty())
       shapes_arg = "1x16384x16384,1x16384x28672,1x151936x2560,1x4096x14336,1x28672x4096,1x4096x512,1x4096x4096,"
                    "2x16384x16384,4x16384x16384,8x16384x16384,16x16384x16384,2x4096x14336,4x4096x14336,"
-                   "8x4096x14336,16x4096x14336";
+                   "8x4096x14336,16x4096x14336,2048x4096x14336,2048x28672x4096";
     std::stringstream ss(shapes_arg);
     std::string tok;
     while (std::getline(ss, tok, ',')) {

@@ -240,7 +240,7 @@ TEST(CudaGemv, OneHotRecoversDequantizedWeightsExactly) {
 TEST(CudaGemv, MatchesOracleAcrossShapesAndDtypes) {
   REQUIRE_GPU();
   const std::int64_t ms[] = {1, 2, 3, 8, 16, 33};
-  const std::pair<std::int64_t, std::int64_t> nks[] = {{1, 16}, {7, 32}, {37, 48}, {131, 4112}, {257, 1024}, {4099, 512}};
+  const std::pair<std::int64_t, std::int64_t> nks[] = {{1, 16}, {7, 32}, {37, 48}, {131, 4112}, {257, 1024}, {4099, 512}, {61, 192}};
   for (DType dt : {DType::kBF16, DType::kF16, DType::kF32})
     for (const auto& nk : nks)
       for (std::int64_t m : ms) {
@@ -292,7 +292,9 @@ TEST(CudaGemv, StridedPaddedActivationsAndOutputGaps) {
 
 TEST(CudaGemv, EveryTileGivesTheSameFunction) {
   REQUIRE_GPU();
-  for (std::int64_t k : {4096, 4112, 160}) {
+  // K = 4096, 192 (a partial last 128-k step) at M = 1: the weights-as-A kernel; M > 1 and
+  // K = 4112, 160 (K % 64 != 0): the first kernel. legacy = true forces the first kernel at M = 1.
+  for (std::int64_t k : {4096, 192, 4112, 160}) {
     for (std::int64_t m : {1, 4, 16}) {
       const std::int64_t n = 203;
       const std::uint64_t seed = 9000 + k + m;
@@ -300,11 +302,15 @@ TEST(CudaGemv, EveryTileGivesTheSameFunction) {
       Tensor x = random_x(DType::kBF16, m, k, seed + 1);
       for (int cols : {16, 32})
         for (int warps : {1, 2, 4, 8, 16})
-          for (int ks : {1, 2, 4, 8, 16}) {
+          for (int ks : {1, 2, 4, 8, 16})
+            for (bool legacy : {false, true}) {
             if (ks > warps || warps % ks) continue;
-            const cuda::GemvTile tile{cols, warps, ks};
+            if (legacy && (k != 4096 || m != 1)) continue;
+            cuda::GemvTile tile{cols, warps, ks};
+            tile.legacy = legacy;
             const std::string what = "seed " + std::to_string(seed) + " K=" + std::to_string(k) + " M=" + std::to_string(m) +
-                                     " tile " + std::to_string(cols) + "/" + std::to_string(warps) + "/" + std::to_string(ks);
+                                     " tile " + std::to_string(cols) + "/" + std::to_string(warps) + "/" + std::to_string(ks) +
+                                     (legacy ? " legacy" : "");
             SCOPED_TRACE(what);
             Tensor y = nan_tensor(DType::kBF16, m, n);
             const MatrixView xv{x.data(), DType::kBF16, m, k, k}, yv{y.data(), DType::kBF16, m, n, n};
@@ -368,7 +374,39 @@ TEST(CudaGemv, PublicBackendRoute) {
                        MatrixView{const_cast<void*>(y.data()), DType::kF32, 3, 64, 64}, "Backend::kCuda");
 }
 
+// Prefill (M > 16) goes through gemm_nvfp4_cublas.cu: dequantize to a dense panel + cuBLAS with
+// alpha = tensor scale. One-hot rows must still recover the dequantized weights exactly, and
+// random rows must match the oracle.
+TEST(CudaGemm, PrefillPathOneHotAndOracle) {
+  REQUIRE_GPU();
+  for (DType dt : {DType::kBF16, DType::kF16, DType::kF32}) {
+    const std::int64_t n = 300, k = 4112, m = 40;
+    const std::uint64_t seed = 5150 + static_cast<int>(dt);
+    const std::string what = std::string("seed ") + std::to_string(seed) + " " + dtype_name(dt) + " M=40 N=300 K=4112";
+    SCOPED_TRACE(what);
+    const QuantizedWeight qw = random_weight(n, k, seed);
+    Tensor deq(dt, {n, k});
+    dequantize_ref(qw.view(), MatrixView{deq.data(), dt, n, k, k});
+    Tensor x(dt, {m, k});
+    for (std::int64_t r = 0; r < m; ++r) x.set(r * k + (r * 103) % k, 1.0f);
+    Tensor y = nan_tensor(dt, m, n);
+    cuda::quantized_matmul_host(MatrixView{x.data(), dt, m, k, k}, qw.view(), MatrixView{y.data(), dt, m, n, n});
+    int bad = 0;
+    for (std::int64_t r = 0; r < m; ++r)
+      for (std::int64_t j = 0; j < n; ++j)
+        if (!(y.get(r * n + j) == deq.get(j * k + (r * 103) % k)) && ++bad <= 5)
+          ADD_FAILURE() << "one-hot y[" << r << "," << j << "] = " << y.get(r * n + j);
+    ASSERT_EQ(bad, 0);
+    Tensor xr = random_x(dt, 64, k, seed + 1);
+    Tensor yr = nan_tensor(dt, 64, n);
+    const MatrixView xv{xr.data(), dt, 64, k, k}, yv{yr.data(), dt, 64, n, n};
+    cuda::quantized_matmul_host(xv, qw.view(), yv);
+    check_against_oracle(xv, qw, yv, what + " random M=64");
+  }
+}
+
 #endif  // NVFP4_HAVE_CUDA
 
 }  // namespace
 }  // namespace nvfp4
+

@@ -101,13 +101,14 @@ struct Ctx {
   const float* xt;          // fp32 activations of the K tail, [m][k - nch*256]
   std::int64_t nch, kp, kt; // full chunks, nch*256, tail length
   ScaleTables st;
+  std::int64_t pf;          // software prefetch distance in packed bytes (0: off)
 };
 
 // accmem[m * NR + r] += per-lane sums over chunks [c0, c1) for x rows m0.. and weight rows
 // n0.. (no tail, no tensor scale). The MR x NR partial sums of one chunk live in registers
 // (>= 6 independent vdpbf16ps chains hide its latency); the accumulators stay in L1 (one FMA
 // read-modify-write per 256 k), which frees registers so each activation load feeds NR rows.
-template <int MR, int NR>
+template <int MR, int NR, bool PF>
 NVFP4_BF16_TARGET void tile(const Ctx& g, std::int64_t m0, std::int64_t n0, std::int64_t c0, std::int64_t c1,
                             __m512* accmem) {
   const MatmulArgs& a = *g.a;
@@ -126,6 +127,17 @@ NVFP4_BF16_TARGET void tile(const Ctx& g, std::int64_t m0, std::int64_t n0, std:
     const std::uint16_t* xc = g.xp + m0 * g.kp + c * kChunk;
     const std::uint8_t* pc = a.packed + n0 * rs + c * (kChunk / 2);
     const std::uint8_t* sc0 = a.scales + n0 * ss + c * 16;
+    if (PF) {
+      // Software prefetch of the same rows g.pf bytes ahead (2 lines per row and chunk; the
+      // scales, 16 B per chunk, one line every 4 chunks). Past a row's end it touches the next
+      // row, which the task reads soon after; prefetches never fault.
+      for (int r = 0; r < NR; ++r) {
+        const char* p = reinterpret_cast<const char*>(pc + r * rs) + g.pf;
+        _mm_prefetch(p, _MM_HINT_T0);
+        _mm_prefetch(p + 64, _MM_HINT_T0);
+        if ((c & 3) == 0) _mm_prefetch(reinterpret_cast<const char*>(sc0 + r * ss) + g.pf / 8, _MM_HINT_T0);
+      }
+    }
     __m512 part[MR][NR];
     for (int h = 0; h < 2; ++h) {
       __m512i half[NR];
@@ -187,8 +199,12 @@ NVFP4_BF16_TARGET void rows(const Ctx& g, std::int64_t m0, std::int64_t n0, std:
     for (std::int64_t cb = c0; cb < c1; cb += kb) {
       const std::int64_t ce = std::min(c1, cb + kb);
       std::int64_t n = nb;
-      for (; n < full; n += NR) tile<MR, NR>(g, m0, n, cb, ce, accmem + (n - nb) * MR);
-      for (; n < ne; ++n) tile<MR, 1>(g, m0, n, cb, ce, accmem + (n - nb) * MR);
+      if (g.pf > 0) {
+        for (; n < full; n += NR) tile<MR, NR, true>(g, m0, n, cb, ce, accmem + (n - nb) * MR);
+      } else {
+        for (; n < full; n += NR) tile<MR, NR, false>(g, m0, n, cb, ce, accmem + (n - nb) * MR);
+      }
+      for (; n < ne; ++n) tile<MR, 1, false>(g, m0, n, cb, ce, accmem + (n - nb) * MR);
     }
     // accmem: per tile of NR rows starting at n, [m][r]; single rows past `full`, [m].
     for (std::int64_t n = nb; n < ne; ++n) {
@@ -206,7 +222,11 @@ void rows_any_m(const Ctx& g, int mr, std::int64_t m0, std::int64_t n0, std::int
     case 1: rows<1, 8>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
     case 2: rows<2, 4>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
     case 3: rows<3, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    default: rows<4, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;  // mr <= 4 (caller)
+    case 4: rows<4, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 5: rows<5, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 6: rows<6, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 7: rows<7, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    default: rows<8, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;  // mr <= 8 (caller)
   }
 }
 
@@ -254,7 +274,9 @@ bool gemv_avx512bf16_supported() {
 
 void gemv_nvfp4_avx512bf16(const MatmulArgs& a) {
   const std::int64_t k = a.k, n = a.n, m = a.m;
-  Ctx g{&a, nullptr, nullptr, k / kChunk, 0, 0, make_scale_tables()};
+  const CpuTuning& tune = cpu_tuning();
+  Ctx g{&a, nullptr, nullptr, k / kChunk, 0, 0, make_scale_tables(), 0};
+  g.pf = m >= tune.gemv_prefetch_min_m ? tune.gemv_prefetch_bytes : 0;
   g.kp = g.nch * kChunk;
   g.kt = k - g.kp;
   auto xp = alloc64<std::uint16_t>(std::max<std::int64_t>(1, m * g.kp));
@@ -267,14 +289,14 @@ void gemv_nvfp4_avx512bf16(const MatmulArgs& a) {
   g.xp = xp.get();
   g.xt = xt.data();
 
-  const CpuTuning& tune = cpu_tuning();
   const std::int64_t rows_per_task = tune.gemv_rows_per_task;
   const std::int64_t ngroups = (n + rows_per_task - 1) / rows_per_task;
   // Activation rows in balanced groups of <= 4: measured on Zen 4 (1 thread, hot), M=8 as two
   // groups of 4 (weights decoded twice) beats one 8-row tile, whose 16 partial-sum chains plus
   // decode temporaries crowd the 32 registers (docs/perf-cpu.md). One task runs every group over
   // its weight rows, so the second group reads them from L1/L2, not DRAM.
-  const std::int64_t mgroups = (m + 3) / 4;
+  const std::int64_t gmax = std::clamp<std::int64_t>(tune.gemv_group_rows, 1, 8);
+  const std::int64_t mgroups = (m + gmax - 1) / gmax;
   // Split K when N alone cannot keep every thread busy (small N, long K).
   const std::int64_t want = tune.gemv_min_tasks_per_thread * num_threads();
   std::int64_t nseg = 1;

@@ -22,6 +22,13 @@ struct CpuTuning {
   // docs/perf-cpu.md): with <= 4-row groups an L1-sized block (16 KiB) is 3-5% slower than none
   // (M=8 cold 3.98 vs 3.78 ms, 1 thread hot 92.8 vs 88.8 us), so the default is effectively off.
   std::int64_t gemv_x_block_bytes = 1 << 20;
+  // AVX512-BF16 GEMV: activation rows per pass over the weights (1..8; M is split into balanced
+  // groups of at most this many rows). Same per-output summation order for every value.
+  std::int64_t gemv_group_rows = 4;
+  // AVX512-BF16 GEMV: software prefetch distance (bytes ahead along each weight row) for
+  // M >= gemv_prefetch_min_m; 0 = off.
+  std::int64_t gemv_prefetch_bytes = 0;
+  std::int64_t gemv_prefetch_min_m = 2;
   // GEMM blocking: NC columns of W decoded per panel (L2-resident: NC*KC*4 B = 256 KiB fp32,
   // 128 KiB bf16), KC depth per decoded panel, MC rows of x per task (C accumulator MC*NC*4 B =
   // 256 KiB). KC 512 vs 256: +3% on the bf16 GEMM (Zen 4, 1 thread, M=512 N=256 K=14336:

@@ -287,6 +287,268 @@ cudaError_t launch(const GemvArgs& a, const GemvTile& tile, cudaStream_t stream)
   return cudaGetLastError();
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// Weights-as-A kernel ("wa"): runs for K % 64 == 0, 16-byte aligned packed rows, 4-byte aligned
+// scales and one virtual activation row (see wa_ok for why only M = 1). Same exact decode, three changes against the
+// kernel above, each from the measured diagnosis in docs/perf-cuda.md (issue- and latency-bound,
+// 16 warps/SM at 127 registers):
+//  * The mma's A operand (16 x 16) is the decoded weights, B (16 x 8) the activations: one mma
+//    covers 256 weights instead of 128 (half the HMMAs), and the activation pairs (PRMT) are built
+//    once per k-step and reused by every row tile of the warp.
+//    Lane (g, t) owns output rows g and g+8 of each 16-row tile and physical k's
+//    [32t, 32t+32) of each 128-k step (16 contiguous bytes per row: a quad reads 64 contiguous
+//    bytes). Word w of a row (8 nibbles) gives 4 pairs (nibble i, i+4): pairs 0,1 are mma
+//    (w, 0)'s a0/a2 (row g) and a1/a3 (row g+8), pairs 2,3 mma (w, 1)'s; B = (x_i, x_i+4) pairs
+//    of the same k's, so A and B agree on the (free) order of k inside the instruction.
+//    Accumulator c0..c3 = rows (g, g, g+8, g+8) x virtual activation rows (2t, 2t+1, 2t, 2t+1).
+//  * Weights and scales reach shared memory through cp.async (LDGSTS), kStages deep: bytes in
+//    flight no longer cost registers. Each lane copies exactly the bytes it later reads, so the
+//    only synchronisation is its own cp.async.wait_group (no barrier, no cross-lane hazard).
+//  * Fewer registers (no double-buffered uint4s): 59-64 (ptxas -v) instead of 127.
+// Measured (docs/perf-cuda.md 6): within +-8% of the first kernel. ncu + SASS show why: the loop
+// issues 660 instructions per 128 weights per lane (5.2/weight; decode 16 + 4 HMUL2 per 8
+// weights, the rest addressing/predication), so it is issue-bound like the first kernel.
+// ---------------------------------------------------------------------------------------------
+constexpr int kStages = 4;          // cp.async ring depth per warp (k-steps of 128)
+constexpr int kWaStepK = 128;       // k per step: 4 lanes x 32
+constexpr int kWaSlotBytes = 20;    // per lane per row per stage: 16 weight bytes + 4 scale bytes
+
+__device__ __forceinline__ void cp_async16(std::uint32_t dst, const void* src, bool valid) {
+  // src-size 0 zero-fills the 16 bytes without reading global memory (PTX ISA, cp.async).
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async4(std::uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
+
+// Two E4M3 scale bytes (low byte first) -> one pair (s0, s1) holding |s| * 2^7 (fp16) or
+// |s| * 2^119 (bf16), exact; NaN bytes stay NaN. (Not broadcast: see wa_scale_bcast.)
+template <bool F16>
+__device__ __forceinline__ std::uint32_t scale_pair(std::uint32_t s2) {
+  const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(s2 & 0x7F7Fu), __NV_E4M3);
+  if constexpr (F16) {
+    const std::uint32_t h = static_cast<std::uint32_t>(hr.x) | (static_cast<std::uint32_t>(hr.y) << 16);
+    return mul2<true>(h, 0x58005800u);  // * 128: exact, |s| * 128 <= 57344 < 65504
+  } else {
+    const float f0 = __half2float(__ushort_as_half(hr.x)) * 0x1p119f;  // <= 2^127.8, exact
+    const float f1 = __half2float(__ushort_as_half(hr.y)) * 0x1p119f;
+    return (__float_as_uint(f0) >> 16) | (__float_as_uint(f1) & 0xFFFF0000u);  // 4 sig. bits: exact
+  }
+}
+
+// decode8's result for the wa kernel, bf16, in fewer integer ops: pair (i, i+4) of a canonical
+// word needs its sign moved by 12-4i bits and its magnitude by 6-4i; with m = the two nibbles,
+// (m << a) | (m << (a + 6)) puts both in place (a = 6-4i), and the two shifted copies of a 4-bit
+// nibble 6 bits apart never overlap, so the multiply m * (2^a + 2^(a+6)) adds without carries
+// (one IMAD, on the FMA pipe, instead of two shifts and a merge on the integer pipe). a < 0 for
+// i = 2, 3: the same on q >> 8 with the i = 0, 1 constants. Result order as decode8: r[3-i].
+__device__ __forceinline__ void decode8_bf16_mul(std::uint32_t q, std::uint32_t r[4]) {
+  constexpr std::uint32_t kT = 0x81C081C0u;  // bf16 sign + low 2 exponent bits + top mantissa bit
+  const std::uint32_t q8 = q >> 8;
+  r[3] = ((q & 0x000F000Fu) * ((1u << 6) + (1u << 12))) & kT;  // nibbles 0, 4
+  r[2] = ((q & 0x00F000F0u) * ((1u << 2) + (1u << 8))) & kT;   // nibbles 1, 5
+  r[1] = ((q8 & 0x000F000Fu) * ((1u << 6) + (1u << 12))) & kT; // nibbles 2, 6
+  r[0] = ((q8 & 0x00F000F0u) * ((1u << 2) + (1u << 8))) & kT;  // nibbles 3, 7
+}
+
+template <bool F16, int RT, int NB>
+__global__ void __launch_bounds__(512) gemv_nvfp4_wa_kernel(GemvArgs p, int k_split) {
+  constexpr int kRows = 16 * RT;  // output rows per warp
+  extern __shared__ __align__(16) unsigned char wa_smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int nwarps = blockDim.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int slice = warp % k_split, grp = warp / k_split, groups = nwarps / k_split;
+  const std::int64_t K = p.k;
+  const std::int64_t row0 = (static_cast<std::int64_t>(blockIdx.x) * groups + grp) * kRows;
+  const std::int64_t nsteps = (K + kWaStepK - 1) / kWaStepK;
+  const std::int64_t per = (nsteps + k_split - 1) / k_split;
+  const std::int64_t s_beg = min(nsteps, slice * per);
+  const std::int64_t s_end = min(nsteps, s_beg + per);
+  const int vr_total = p.pieces * p.m_rows;
+
+  // Ring: [stage][row slot 0..2RT-1][lane] uint4 weights, then [stage][row slot][lane] u32 scales.
+  unsigned char* ring = wa_smem + static_cast<std::size_t>(warp) * kStages * 2 * RT * 32 * kWaSlotBytes;
+  const std::uint32_t ring_w = static_cast<std::uint32_t>(__cvta_generic_to_shared(ring)) + lane * 16;
+  const std::uint32_t ring_s = static_cast<std::uint32_t>(__cvta_generic_to_shared(ring)) +
+                               kStages * 2 * RT * 32 * 16 + lane * 4;
+
+  const std::uint8_t* wrow[2 * RT];
+  const std::uint8_t* srow[2 * RT];
+  bool rv[2 * RT];
+#pragma unroll
+  for (int r = 0; r < 2 * RT; ++r) {
+    const std::int64_t n = row0 + 16 * (r >> 1) + g + 8 * (r & 1);
+    rv[r] = n < p.n;
+    const std::int64_t nn = rv[r] ? n : 0;
+    wrow[r] = p.packed + nn * (K / 2) + t * 16;
+    srow[r] = p.scales + nn * (K / 16) + (t >> 1) * 4;  // the 4-byte word holding blocks 2t, 2t+1
+  }
+  const std::uint16_t* arow[NB];
+  bool avld[NB];
+#pragma unroll
+  for (int b = 0; b < NB; ++b) {
+    const int vr = 8 * b + g;
+    avld[b] = vr < vr_total;
+    arow[b] = static_cast<const std::uint16_t*>(p.a) + (avld[b] ? vr : 0) * p.a_stride + t * 32;
+  }
+
+  auto issue = [&](std::int64_t s) {
+    const int slot = static_cast<int>(s % kStages);
+    const bool kv = s < s_end && s * kWaStepK + t * 32 < K;  // K % 64 == 0: a lane's 32 k are all in or all out
+    // Invalid rows already point at row 0; steps past the end point at the last step. With
+    // src-size 0 nothing is read either way, but the address stays inside the allocation.
+    const std::uint32_t sc = static_cast<std::uint32_t>(min(s, nsteps - 1));
+#pragma unroll
+    for (int r = 0; r < 2 * RT; ++r) {
+      const bool v = kv && rv[r];
+      const int idx = (slot * 2 * RT + r) * 32;
+      cp_async16(ring_w + idx * 16, wrow[r] + sc * (kWaStepK / 2), v);
+      cp_async4(ring_s + idx * 4, srow[r] + sc * (kWaStepK / 16), v);
+    }
+    cp_async_commit();
+  };
+
+  float acc[RT][NB][4];
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[r][b][c] = 0.0f;
+
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) issue(s_beg + i);
+  for (std::int64_t s = s_beg; s < s_end; ++s) {
+    // Slot (s + kStages - 1) % kStages was read (into registers, already consumed) at s - 1.
+    issue(s + kStages - 1);
+    const bool kv = s * kWaStepK + t * 32 < K;
+    // Activations: 32 k of virtual row 8b + g (L1-resident, reused by every warp); issued before
+    // the wait so their latency overlaps it.
+    uint4 xv[NB][4];
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+#pragma unroll
+      for (int w = 0; w < 4; ++w)
+        xv[b][w] = (kv && avld[b]) ? __ldg(reinterpret_cast<const uint4*>(arow[b] + s * kWaStepK + 8 * w))
+                                   : make_uint4(0, 0, 0, 0);
+    cp_async_wait<kStages - 1>();  // this thread's group for step s has landed
+    const int slot = static_cast<int>(s % kStages);
+    std::uint32_t bf[NB][4][4];  // [b][word][pair i] = (x_{8w+i}, x_{8w+i+4})
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        bf[b][w][0] = prmt(xv[b][w].x, xv[b][w].z, 0x5410);
+        bf[b][w][1] = prmt(xv[b][w].x, xv[b][w].z, 0x7632);
+        bf[b][w][2] = prmt(xv[b][w].y, xv[b][w].w, 0x5410);
+        bf[b][w][3] = prmt(xv[b][w].y, xv[b][w].w, 0x7632);
+      }
+#pragma unroll
+    for (int rt = 0; rt < RT; ++rt) {
+      uint4 q[2];
+      std::uint32_t slo[2], shi[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int idx = (slot * 2 * RT + 2 * rt + h) * 32;
+        asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(q[h].x), "=r"(q[h].y), "=r"(q[h].z), "=r"(q[h].w)
+                     : "r"(ring_w + idx * 16));
+        std::uint32_t sw;
+        asm volatile("ld.shared.u32 %0, [%1];" : "=r"(sw) : "r"(ring_s + idx * 4));
+        const std::uint32_t s2 = (t & 1) ? (sw >> 16) : (sw & 0xFFFFu);  // blocks 2t, 2t+1
+        const std::uint32_t sp = scale_pair<F16>(s2);
+        slo[h] = prmt(sp, sp, 0x1010);
+        shi[h] = prmt(sp, sp, 0x3232);
+      }
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        const std::uint32_t w0 = w == 0 ? q[0].x : (w == 1 ? q[0].y : (w == 2 ? q[0].z : q[0].w));
+        const std::uint32_t w1 = w == 0 ? q[1].x : (w == 1 ? q[1].y : (w == 2 ? q[1].z : q[1].w));
+        std::uint32_t d0[4], d1[4];
+        if constexpr (F16) {
+          decode8<true>(w0, d0);  // d[3 - i] = nibbles (i, i+4)
+          decode8<true>(w1, d1);
+        } else {
+          decode8_bf16_mul(w0, d0);
+          decode8_bf16_mul(w1, d1);
+        }
+        const std::uint32_t s0 = w < 2 ? slo[0] : shi[0], s1 = w < 2 ? slo[1] : shi[1];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          d0[i] = mul2<F16>(d0[i], s0);
+          d1[i] = mul2<F16>(d1[i], s1);
+        }
+#pragma unroll
+        for (int b = 0; b < NB; ++b) {
+          if (b == 0 || 8 * b < vr_total) {  // warp-uniform; tile 0 always has a row
+            mma16816<F16>(acc[rt][b], d0[3], d1[3], d0[2], d1[2], bf[b][w][0], bf[b][w][1]);
+            mma16816<F16>(acc[rt][b], d0[1], d1[1], d0[0], d1[0], bf[b][w][2], bf[b][w][3]);
+          }
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();  // no copy may outlive the block (zero-fill groups past s_end)
+
+  // Partials -> shared memory (after the rings) [warp][virtual row][row], fixed-order sum.
+  float* red = reinterpret_cast<float*>(wa_smem + static_cast<std::size_t>(nwarps) * kStages * 2 * RT * 32 * kWaSlotBytes);
+  float* mine = red + static_cast<std::size_t>(warp) * vr_total * kRows;
+#pragma unroll
+  for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int vr = 8 * b + 2 * t + (c & 1);
+        const int row = 16 * rt + g + 8 * (c >> 1);
+        if (vr < vr_total) mine[vr * kRows + row] = acc[rt][b][c];
+      }
+  __syncthreads();
+  const int rows_blk = groups * kRows;
+  const DType yt = static_cast<DType>(p.y_dtype);
+  for (int o = threadIdx.x; o < p.m_rows * rows_blk; o += blockDim.x) {
+    const int m = o / rows_blk, c = o % rows_blk;
+    const int gr = c / kRows, cc = c % kRows;
+    const std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * rows_blk + c;
+    if (n >= p.n) continue;
+    float sum = 0.0f;
+    for (int pc = 0; pc < p.pieces; ++pc)
+      for (int s = 0; s < k_split; ++s)
+        sum += red[(static_cast<std::size_t>(gr * k_split + s) * vr_total + pc * p.m_rows + m) * kRows + cc];
+    store_from_f32(p.y, yt, m * p.y_stride + n, (sum * 128.0f) * p.tensor_scale);
+  }
+}
+
+template <bool F16, int RT, int NB>
+cudaError_t launch_wa(const GemvArgs& a, const GemvTile& tile, cudaStream_t stream) {
+  const int warps = tile.warps_per_block, ks = tile.k_split;
+  const int groups = warps / ks;
+  const std::int64_t rows_blk = static_cast<std::int64_t>(groups) * 16 * RT;
+  const std::int64_t blocks = (a.n + rows_blk - 1) / rows_blk;
+  const std::size_t smem = static_cast<std::size_t>(warps) * kStages * 2 * RT * 32 * kWaSlotBytes +
+                           static_cast<std::size_t>(warps) * a.pieces * a.m_rows * 16 * RT * sizeof(float);
+  // Max: 16 warps x 4 stages x 4 slots x 640 B + 16 x 16 x 32 x 4 B = 196 KB < 227 KB (sm_90).
+  static const cudaError_t attr = cudaFuncSetAttribute(gemv_nvfp4_wa_kernel<F16, RT, NB>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
+  if (attr != cudaSuccess) return attr;
+  gemv_nvfp4_wa_kernel<F16, RT, NB><<<static_cast<unsigned>(blocks), warps * 32, smem, stream>>>(a, ks);
+  return cudaGetLastError();
+}
+
+// Only one virtual activation row (M = 1, bf16/fp16): measured on H200 (docs/perf-cuda.md 6,
+// same run, graph us, wa vs first kernel) the wa kernel is 2-8% faster at M = 1 on 5 of 7 shapes
+// but 2-5% slower at M = 2..8 (16384^2) and 18% slower at M = 16 (4096x14336), so the second
+// n8 tile (NB = 2) is not instantiated and M > 1 stays on the first kernel.
+bool wa_ok(const GemvArgs& a, const GemvTile& tile) {
+  return !tile.legacy && a.k > 0 && a.k % 64 == 0 && reinterpret_cast<std::uintptr_t>(a.packed) % 16 == 0 &&
+         reinterpret_cast<std::uintptr_t>(a.scales) % 4 == 0 && a.pieces * a.m_rows == 1;
+}
+
 }  // namespace
 
 bool gemv_vec16_ok(const GemvArgs& a) {
@@ -300,6 +562,11 @@ bool gemv_vec16_ok(const GemvArgs& a) {
 cudaError_t gemv_nvfp4_sm90(const GemvArgs& a, const GemvTile& tile_in, cudaStream_t stream) {
   GemvTile tile = tile_in;
   const int vr = a.pieces * a.m_rows;
+  if (wa_ok(a, tile)) {
+    const bool rt2 = tile.cols_per_warp == 32;
+    if (a.a_f16) return rt2 ? launch_wa<true, 2, 1>(a, tile, stream) : launch_wa<true, 1, 1>(a, tile, stream);
+    return rt2 ? launch_wa<false, 2, 1>(a, tile, stream) : launch_wa<false, 1, 1>(a, tile, stream);
+  }
   const bool vec16 = gemv_vec16_ok(a);
   const bool mt3 = vr > 16;
   if (mt3 || !vec16) tile.cols_per_warp = 16;  // only 16 columns per warp instantiated there
@@ -315,6 +582,7 @@ cudaError_t gemv_nvfp4_sm90(const GemvArgs& a, const GemvTile& tile_in, cudaStre
 }
 
 const char* gemv_nvfp4_sm90_name(const GemvArgs& a, const GemvTile& tile) {
+  if (wa_ok(a, tile)) return tile.cols_per_warp == 32 ? "gemv_nvfp4_sm90_wa_r32_m8" : "gemv_nvfp4_sm90_wa_r16_m8";
   const bool vec16 = gemv_vec16_ok(a);
   const bool mt3 = a.pieces * a.m_rows > 16;
   const bool nt4 = tile.cols_per_warp == 32 && vec16 && !mt3;

@@ -7,14 +7,16 @@
 //   prepared anything else (fp32, odd strides, unaligned, K' < K padding): one small kernel
 //            writes 16-bit rows (fp32 -> 3 exact bf16 pieces, zero padding past K') into a
 //            stream-ordered workspace (cudaMallocAsync: no sync, capturable in CUDA graphs).
-// M > 16 (prefill): there is no GEMM kernel yet; the GEMV runs once per chunk of 16 rows, so
-// the weights are read ceil(M/16) times. Correct but slow -- a GEMM is a later issue.
+// M > 16 (prefill): gemm_nvfp4_cublas.cu (decode to a dense panel + cuBLAS, near the dense
+// rate: see its header). With an explicit tile (tests, tuner) the GEMV runs once per chunk of 16
+// rows instead, so every tile can be checked at any M.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <string>
 
 #include "kernels/cuda/cuda_host.h"
+#include "kernels/cuda/gemm_nvfp4_cublas.h"
 #include "kernels/cuda/gemv_nvfp4_sm90.h"
 #include "kernels/cuda/matmul_cuda.h"
 #include "nvfp4/cuda.h"
@@ -134,8 +136,13 @@ void quantized_matmul_tile(const MatrixView& x, const WeightView& w, const Matri
   if (tile_in && !gemv_tile_valid(*tile_in))
     fail(op, "invalid tile cols_per_warp=" + std::to_string(tile_in->cols_per_warp) + " warps_per_block=" +
                  std::to_string(tile_in->warps_per_block) + " k_split=" + std::to_string(tile_in->k_split));
-  const GemvTile tile = tile_in ? *tile_in : gemv_lookup_tile(device_cc(), w.n, w.k);
   cudaStream_t stream = static_cast<cudaStream_t>(stream_v);
+  if (!tile_in && x.rows > kMaxRows) {
+    gemm_nvfp4_dequant_cublas(x, w, y, stream_v);
+    if (kernel_name) *kernel_name = "gemm_nvfp4_dequant_cublas";
+    return;
+  }
+  const GemvTile tile = tile_in ? *tile_in : gemv_lookup_tile(device_cc(), w.n, w.k);
 
   const int es = dtype_size(x.dtype);
   const bool sixteen_bit = x.dtype != DType::kF32;

@@ -20,9 +20,12 @@
 namespace nvfp4::cuda {
 
 struct GemvTile {
-  int cols_per_warp = 32;   // 16 or 32 (instantiated kernels)
+  int cols_per_warp = 32;   // 16 or 32 (instantiated kernels); output rows per warp in the M = 1 wa kernel
   int warps_per_block = 4;  // 1..16
   int k_split = 1;          // divides warps_per_block
+  // Forces the first (B = weights) kernel even where the weights-as-A kernel applies: for
+  // side-by-side benchmarks and tests only; never in the table.
+  bool legacy = false;
 };
 
 // "n_small/k_large" etc. N: small <= 6144 < mid <= 32768 < large. K: small <= 1024 < mid <= 8192 < large.

@@ -1,0 +1,137 @@
+// kernels/cuda/gemm_nvfp4_cublas.cu -- see gemm_nvfp4_cublas.h for the design and its arithmetic.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <mutex>
+#include <string>
+
+#include "kernels/cuda/gemm_nvfp4_cublas.h"
+#include "nvfp4/error.h"
+#include "nvfp4/format.h"
+
+namespace nvfp4::cuda {
+namespace {
+
+constexpr const char* kOp = "cuda::quantized_matmul (gemm)";
+// Largest dense panel decoded at once: big enough that each GEMM fills the GPU (>= 4096 rows of
+// a 4096-wide K at bf16), small enough to bound the workspace.
+constexpr std::int64_t kPanelBytes = 256ll << 20;
+
+void check(cudaError_t e, const std::string& what) {
+  if (e != cudaSuccess) fail(kOp, what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+}
+void check(cublasStatus_t s, const std::string& what) {
+  if (s != CUBLAS_STATUS_SUCCESS) fail(kOp, what + ": cuBLAS status " + std::to_string(static_cast<int>(s)));
+}
+
+// One cuBLAS handle per device, created on first use (handles are costly; cublasSetStream per call
+// is cheap). Guarded: the API may be called from several host threads.
+cublasHandle_t handle_for_current_device() {
+  static std::mutex mu;
+  static cublasHandle_t handles[64] = {};
+  int dev = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  std::lock_guard<std::mutex> lock(mu);
+  if (dev < 0 || dev >= 64) fail(kOp, "device index " + std::to_string(dev) + " out of range");
+  if (!handles[dev]) check(cublasCreate(&handles[dev]), "cublasCreate");
+  return handles[dev];
+}
+
+// Each thread decodes 8 packed bytes (16 codes, one scale block) of one row into 16 outputs.
+template <int kDtype>
+__global__ void dequantize_rows_kernel(const std::uint8_t* __restrict__ packed, const std::uint8_t* __restrict__ scales,
+                                       std::int64_t n, std::int64_t k, void* __restrict__ out, std::int64_t ld) {
+  const std::int64_t kb = k / kBlockSize;
+  const std::int64_t total = n * kb;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t row = i / kb, b = i % kb;
+    // 8 bytes = one 16-element block; the row stride (k/2 bytes) is a multiple of 8.
+    const uint2 bytes = *reinterpret_cast<const uint2*>(packed + row * (k / 2) + b * 8);
+    const float s = e4m3_to_float(static_cast<std::uint8_t>(scales[i] & 0x7F));
+    float v[16];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const std::uint8_t byte = static_cast<std::uint8_t>(((j < 4 ? bytes.x : bytes.y) >> (8 * (j & 3))) & 0xFF);
+      v[2 * j] = e2m1_to_float(e2m1_low(byte)) * s;  // exact: <= 6 significant bits
+      v[2 * j + 1] = e2m1_to_float(e2m1_high(byte)) * s;
+    }
+    const std::int64_t base = row * ld + b * kBlockSize;
+    if (kDtype == static_cast<int>(DType::kF32)) {
+      float4* o = reinterpret_cast<float4*>(static_cast<float*>(out) + base);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) o[q] = make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+    } else {
+      std::uint32_t h[8];
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const std::uint16_t lo = kDtype == static_cast<int>(DType::kF16) ? f32_to_f16(v[2 * q]) : f32_to_bf16(v[2 * q]);
+        const std::uint16_t hi =
+            kDtype == static_cast<int>(DType::kF16) ? f32_to_f16(v[2 * q + 1]) : f32_to_bf16(v[2 * q + 1]);
+        h[q] = static_cast<std::uint32_t>(lo) | (static_cast<std::uint32_t>(hi) << 16);
+      }
+      uint4* o = reinterpret_cast<uint4*>(static_cast<std::uint16_t*>(out) + base);
+      o[0] = make_uint4(h[0], h[1], h[2], h[3]);
+      o[1] = make_uint4(h[4], h[5], h[6], h[7]);
+    }
+  }
+}
+
+int grid_for(std::int64_t items) {
+  return static_cast<int>(std::min<std::int64_t>((items + 255) / 256, 132 * 16));
+}
+
+}  // namespace
+
+void dequantize_rows_device(const WeightView& w, DType out_dtype, void* out, std::int64_t ld, void* stream) {
+  const cudaStream_t st = static_cast<cudaStream_t>(stream);
+  const std::int64_t items = w.n * (w.k / kBlockSize);
+  if (items == 0) return;
+  switch (out_dtype) {
+    case DType::kF32:
+      dequantize_rows_kernel<static_cast<int>(DType::kF32)><<<grid_for(items), 256, 0, st>>>(w.packed, w.scales, w.n, w.k, out, ld);
+      break;
+    case DType::kF16:
+      dequantize_rows_kernel<static_cast<int>(DType::kF16)><<<grid_for(items), 256, 0, st>>>(w.packed, w.scales, w.n, w.k, out, ld);
+      break;
+    default:
+      dequantize_rows_kernel<static_cast<int>(DType::kBF16)><<<grid_for(items), 256, 0, st>>>(w.packed, w.scales, w.n, w.k, out, ld);
+      break;
+  }
+  check(cudaGetLastError(), "dequantize launch");
+}
+
+void gemm_nvfp4_dequant_cublas(const MatrixView& x, const WeightView& w, const MatrixView& y, void* stream) {
+  const cudaStream_t st = static_cast<cudaStream_t>(stream);
+  const int es = dtype_size(x.dtype);
+  // The dense panel has the activations' K (x.cols may be the unpadded K' < w.k: the padded
+  // columns' weights simply are not read). Row stride w.k keeps every decoded block aligned.
+  const std::int64_t panel_rows = std::max<std::int64_t>(1, std::min<std::int64_t>(w.n, kPanelBytes / (w.k * es)));
+  void* panel = nullptr;
+  check(cudaMallocAsync(&panel, static_cast<std::size_t>(panel_rows * w.k * es), st), "cudaMallocAsync(panel)");
+  cublasHandle_t h = handle_for_current_device();
+  check(cublasSetStream(h, st), "cublasSetStream");
+  const float alpha = w.tensor_scale, beta = 0.0f;
+  cudaDataType_t t = x.dtype == DType::kF32 ? CUDA_R_32F : x.dtype == DType::kF16 ? CUDA_R_16F : CUDA_R_16BF;
+  // fp32 activations: plain fp32 GEMM (no TF32: the reference accumulates exact fp32 products).
+  const cublasComputeType_t ct = x.dtype == DType::kF32 ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F;
+  for (std::int64_t n0 = 0; n0 < w.n; n0 += panel_rows) {
+    const std::int64_t nr = std::min(panel_rows, w.n - n0);
+    WeightView part = w;
+    part.packed = w.packed + n0 * (w.k / 2);
+    part.scales = w.scales + n0 * (w.k / kBlockSize);
+    part.n = nr;
+    dequantize_rows_device(part, x.dtype, panel, w.k, stream);
+    // Column-major view: Y^T[nr, M] = Wpanel[nr, K'] . X^T[K', M]; Wpanel row-major [nr, w.k] is
+    // column-major [w.k, nr] (op T), X row-major [M, ldx] is column-major [K', M] (op N).
+    check(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(nr), static_cast<int>(x.rows),
+                       static_cast<int>(x.cols), &alpha, panel, t, static_cast<int>(w.k), x.data, t,
+                       static_cast<int>(x.stride), &beta, static_cast<char*>(y.data) + n0 * es, t,
+                       static_cast<int>(y.stride), ct, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmEx");
+  }
+  check(cudaFreeAsync(panel, st), "cudaFreeAsync(panel)");
+}
+
+}  // namespace nvfp4::cuda

@@ -1,0 +1,26 @@
+// kernels/cuda/gemm_nvfp4_cublas.h -- prefill (large M) on Hopper without FP4 tensor cores:
+// materialize the NVFP4 weight to a dense 16-bit (or fp32) panel in a stream-ordered
+// workspace, then one cuBLAS GEMM per panel with alpha = tensor_scale.
+//
+// Why this design: at M >= ~64 the GEMM is compute-bound (2048 x 4096 x 14336 is 240 GFLOP, 304 us
+// at cuBLAS's ~790 TFLOP/s on H200), while decoding the panel costs one read of the packed weight
+// plus one write + read of the dense panel (2.56 B/weight over 4.45 TB/s: ~34 us at that shape).
+// So the dequantize-then-GEMM path runs near the dense bf16 rate (the seeds' "materialize to dense"
+// oracle, made fast) and is bit-exact in its dequantization: e2m1 * scale is exact in bf16/fp16.
+// The tensor scale is cuBLAS's alpha: applied once to the fp32 accumulator, as the seeds do.
+// Panels are bounded (kPanelBytes) so lm_head (151936 x 2560) does not need a 780 MB workspace.
+#pragma once
+
+#include "nvfp4/tensor.h"
+
+namespace nvfp4::cuda {
+
+// y = x . dequant(w)^T on device pointers, any M >= 1 (meant for M > 16). Arguments arrive
+// validated. Throws nvfp4::Error on CUDA/cuBLAS failure.
+void gemm_nvfp4_dequant_cublas(const MatrixView& x, const WeightView& w, const MatrixView& y, void* stream);
+
+// Decode rows [0, w.n) of w (device pointers) to dense dtype `out_dtype` (f32/f16/bf16) WITHOUT
+// the tensor scale: out[n * ld + k] = e2m1 * |e4m3|. Exact for every dtype. Asynchronous.
+void dequantize_rows_device(const WeightView& w, DType out_dtype, void* out, std::int64_t ld, void* stream);
+
+}  // namespace nvfp4::cuda

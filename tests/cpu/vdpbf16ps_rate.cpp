@@ -1,0 +1,133 @@
+// tests/cpu/vdpbf16ps_rate.cpp -- microbenchmark (not a test): sustained vdpbf16ps zmm rate per
+// core, alone and mixed with the GEMV's decode instructions, on 1 thread and on every thread at
+// once (checks whether the vCPUs share FP pipes). Gives the compute floor of the small-M GEMV
+// (docs/perf-cpu.md, section 1). Usage: vdpbf16ps_rate [seconds_per_variant=0.3]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#include <pthread.h>
+#include <sched.h>
+#define T_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"), noinline))
+
+namespace {
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// Each kernel runs `iters` loop iterations and returns the number of vdpbf16ps issued; results
+// are folded into a sink so nothing is dead. Chains are independent accumulators.
+template <int CH>
+T_BF16 double dp_regs(long iters, float* sink) {
+  __m512 acc[CH];
+  for (int i = 0; i < CH; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  __m512bh a = (__m512bh)_mm512_set1_epi32(0x3F803F80), b = (__m512bh)_mm512_set1_epi32(0x00010001);
+  for (long it = 0; it < iters; ++it) {
+    for (int i = 0; i < CH; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+    __asm__ volatile("" : "+v"(a), "+v"(b));
+  }
+  __m512 s = acc[0];
+  for (int i = 1; i < CH; ++i) s = _mm512_add_ps(s, acc[i]);
+  *sink += _mm512_reduce_add_ps(s);
+  return static_cast<double>(iters) * CH;
+}
+
+// The GEMV step: per 32 codes one vpsrlw + one vpermw (decode), then MR vdpbf16ps with the
+// activation vector loaded from L1 (memory operand), 2 weight vectors per step (NR = 2).
+template <int MR, int NR>
+T_BF16 double dp_decode(long iters, float* sink) {
+  alignas(64) static std::uint16_t x[8][32];
+  for (int m = 0; m < 8; ++m)
+    for (int j = 0; j < 32; ++j) x[m][j] = 0x3F80;
+  __m512 acc[MR][NR];
+  for (int m = 0; m < MR; ++m)
+    for (int r = 0; r < NR; ++r) acc[m][r] = _mm512_setzero_ps();
+  __m512i tbl = _mm512_set1_epi32(0x3F803F00), h[NR];
+  for (int r = 0; r < NR; ++r) h[r] = _mm512_set1_epi32(0x12345678 + r);
+  for (long it = 0; it < iters; ++it) {
+    __m512bh w[NR];
+    for (int r = 0; r < NR; ++r) w[r] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(h[r], 4), tbl);
+    for (int m = 0; m < MR; ++m) {
+      const __m512bh xv = (__m512bh)_mm512_load_si512(x[m]);
+      for (int r = 0; r < NR; ++r) acc[m][r] = _mm512_dpbf16_ps(acc[m][r], xv, w[r]);
+    }
+    __asm__ volatile("" : "+v"(tbl));
+    for (int r = 0; r < NR; ++r) __asm__ volatile("" : "+v"(h[r]));
+  }
+  __m512 s = _mm512_setzero_ps();
+  for (int m = 0; m < MR; ++m)
+    for (int r = 0; r < NR; ++r) s = _mm512_add_ps(s, acc[m][r]);
+  *sink += _mm512_reduce_add_ps(s);
+  return static_cast<double>(iters) * MR * NR;
+}
+
+struct Variant {
+  const char* name;
+  std::function<double(long, float*)> f;
+};
+
+// Runs f on `threads` threads (pinned to cpus 0..threads-1) for ~secs; returns G vdpbf16ps/s per thread
+// (median of 5 repeats).
+double rate(const Variant& v, int threads, double secs) {
+  long iters = 1000;
+  float sink = 0;
+  for (;;) {  // calibrate on one thread
+    const double t0 = now_s();
+    v.f(iters, &sink);
+    if (now_s() - t0 > secs / 5) break;
+    iters *= 2;
+  }
+  std::vector<double> reps;
+  for (int rep = 0; rep < 5; ++rep) {
+    std::vector<double> per(threads);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t)
+      ts.emplace_back([&, t] {
+        cpu_set_t cs;
+        CPU_ZERO(&cs);
+        CPU_SET(t, &cs);
+        pthread_setaffinity_np(pthread_self(), sizeof(cs), &cs);
+        float s = 0;
+        const double t0 = now_s();
+        const double n = v.f(iters, &s);
+        per[t] = n / (now_s() - t0) / 1e9;
+        if (s == 12345.f) std::printf(" ");
+      });
+    for (auto& t : ts) t.join();
+    reps.push_back(*std::min_element(per.begin(), per.end()));
+  }
+  std::sort(reps.begin(), reps.end());
+  if (sink == 12345.f) std::printf(" ");
+  return reps[reps.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const double secs = argc > 1 ? std::atof(argv[1]) : 0.3;
+  const int nthreads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const Variant vs[] = {
+      {"dp regs, 4 chains", dp_regs<4>},       {"dp regs, 8 chains", dp_regs<8>},
+      {"dp regs, 12 chains", dp_regs<12>},     {"dp regs, 16 chains", dp_regs<16>},
+      {"dp+decode M=1 NR=8", dp_decode<1, 8>}, {"dp+decode M=2 NR=4", dp_decode<2, 4>},
+      {"dp+decode M=4 NR=2", dp_decode<4, 2>}, {"dp+decode M=4 NR=3", dp_decode<4, 3>},
+      {"dp+decode M=8 NR=1", dp_decode<8, 1>}, {"dp+decode M=8 NR=2", dp_decode<8, 2>},
+  };
+  std::printf("%-22s %14s %14s\n", "variant", "G dp/s 1 thr", "G dp/s/thr all");
+  for (const Variant& v : vs)
+    std::printf("%-22s %14.3f %14.3f\n", v.name, rate(v, 1, secs), rate(v, nthreads, secs));
+  std::printf("threads=%d (one vdpbf16ps zmm = 32 bf16 MACs)\n", nthreads);
+  return 0;
+}
+#else
+int main() {
+  std::printf("x86-64 AVX512-BF16 only\n");
+  return 0;
+}
+#endif
