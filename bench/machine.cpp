@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
@@ -89,6 +90,9 @@ void reset_peak_rss() {
 }
 
 std::string git_commit() {
+  // A copy of the tree without .git (the device machine) says which commit it is through the
+  // environment (scripts/device_cuda.sh exports it).
+  if (const char* env = std::getenv("NVFP4_COMMIT"); env && std::strlen(env) >= 7) return env;
 #ifdef NVFP4_SOURCE_DIR
   const std::string cmd = std::string("git -C '") + NVFP4_SOURCE_DIR + "' rev-parse HEAD 2>/dev/null";
   if (FILE* p = popen(cmd.c_str(), "r")) {

@@ -27,7 +27,8 @@ STATUS=0
 say "machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv 2>&1 | head -3
 export NVFP4_DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
-export NVFP4_COMMIT=$(git -C "$ROOT" rev-parse -q --verify HEAD 2>/dev/null || echo "none (uncommitted tree)")
+# The device copy of the tree has no .git: pass NVFP4_COMMIT=<hash> in the run command.
+export NVFP4_COMMIT=${NVFP4_COMMIT:-$(git -C "$ROOT" rev-parse -q --verify HEAD 2>/dev/null || echo "unknown (no .git; set NVFP4_COMMIT)")}
 nvcc --version | tail -1; cmake --version | head -1; echo "commit $NVFP4_COMMIT driver $NVFP4_DRIVER"
 
 say "dependencies"

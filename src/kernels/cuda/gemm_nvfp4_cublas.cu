@@ -1,5 +1,7 @@
 // kernels/cuda/gemm_nvfp4_cublas.cu -- see gemm_nvfp4_cublas.h for the design and its arithmetic.
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -38,7 +40,17 @@ cublasHandle_t handle_for_current_device() {
   return handles[dev];
 }
 
-// Each thread decodes 8 packed bytes (16 codes, one scale block) of one row into 16 outputs.
+// E2M1 code -> fp32 value, branch-free: the 3 magnitude bits placed at fp32 bits [24:22] read as
+// code_value * 2^-126 (0.5 becomes the subnormal 2^-127; nvcc does not flush without -ftz), and
+// the multiply by 2^126 is exact. 3 integer ops + 1 FMUL instead of a switch.
+__device__ __forceinline__ float e2m1_value(std::uint32_t nib) {
+  return __uint_as_float(((nib & 7u) << 22) | ((nib & 8u) << 28)) * 0x1p126f;
+}
+
+// Each thread decodes 8 packed bytes (16 codes, one scale block) of one row into 16 outputs:
+// e2m1 * scale in fp32 (exact: <= 6 significant bits), stored as fp32 or packed to 16-bit with
+// the hardware round-to-nearest conversion (exact too). Measured on H200 (2026-11-30) the first
+// version (switch decode + software rounding) cost ~118 us at 4096 x 14336, ~3x its bytes.
 template <int kDtype>
 __global__ void dequantize_rows_kernel(const std::uint8_t* __restrict__ packed, const std::uint8_t* __restrict__ scales,
                                        std::int64_t n, std::int64_t k, void* __restrict__ out, std::int64_t ld) {
@@ -48,15 +60,11 @@ __global__ void dequantize_rows_kernel(const std::uint8_t* __restrict__ packed, 
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t row = i / kb, b = i % kb;
     // 8 bytes = one 16-element block; the row stride (k/2 bytes) is a multiple of 8.
-    const uint2 bytes = *reinterpret_cast<const uint2*>(packed + row * (k / 2) + b * 8);
-    const float s = e4m3_to_float(static_cast<std::uint8_t>(scales[i] & 0x7F));
+    const uint2 bytes = __ldg(reinterpret_cast<const uint2*>(packed + row * (k / 2) + b * 8));
+    const float s = e4m3_to_float(static_cast<std::uint8_t>(__ldg(scales + i) & 0x7F));
     float v[16];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const std::uint8_t byte = static_cast<std::uint8_t>(((j < 4 ? bytes.x : bytes.y) >> (8 * (j & 3))) & 0xFF);
-      v[2 * j] = e2m1_to_float(e2m1_low(byte)) * s;  // exact: <= 6 significant bits
-      v[2 * j + 1] = e2m1_to_float(e2m1_high(byte)) * s;
-    }
+    for (int j = 0; j < 16; ++j) v[j] = e2m1_value(((j < 8 ? bytes.x : bytes.y) >> (4 * (j & 7))) & 0xF) * s;
     const std::int64_t base = row * ld + b * kBlockSize;
     if (kDtype == static_cast<int>(DType::kF32)) {
       float4* o = reinterpret_cast<float4*>(static_cast<float*>(out) + base);
@@ -66,10 +74,13 @@ __global__ void dequantize_rows_kernel(const std::uint8_t* __restrict__ packed, 
       std::uint32_t h[8];
 #pragma unroll
       for (int q = 0; q < 8; ++q) {
-        const std::uint16_t lo = kDtype == static_cast<int>(DType::kF16) ? f32_to_f16(v[2 * q]) : f32_to_bf16(v[2 * q]);
-        const std::uint16_t hi =
-            kDtype == static_cast<int>(DType::kF16) ? f32_to_f16(v[2 * q + 1]) : f32_to_bf16(v[2 * q + 1]);
-        h[q] = static_cast<std::uint32_t>(lo) | (static_cast<std::uint32_t>(hi) << 16);
+        if (kDtype == static_cast<int>(DType::kF16)) {
+          const __half2 p = __floats2half2_rn(v[2 * q], v[2 * q + 1]);
+          h[q] = *reinterpret_cast<const std::uint32_t*>(&p);
+        } else {
+          const __nv_bfloat162 p = __floats2bfloat162_rn(v[2 * q], v[2 * q + 1]);
+          h[q] = *reinterpret_cast<const std::uint32_t*>(&p);
+        }
       }
       uint4* o = reinterpret_cast<uint4*>(static_cast<std::uint16_t*>(out) + base);
       o[0] = make_uint4(h[0], h[1], h[2], h[3]);
