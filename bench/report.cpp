@@ -162,11 +162,13 @@ std::string replay_table(const ReplayResult& r) {
 }
 
 std::string rows_table(const std::vector<Row>& rows) {
-  std::string s = fmt::format("  {:>5} {:>6} {:>6}  {:<14} {:<26} {:>10} {:>10} {:>9} {:>9} {:>7} {:>6}\n", "M", "N", "K", "variant",
-                              "kernel", "us median", "us graph", "GB/s", "GFLOP/s", "% ceil", "valid");
+  // "cache": cold = weights rotated past the last-level cache (what decode pays), hot = one
+  // weight copy reused (cache-resident); backends report both where they measure both.
+  std::string s = fmt::format("  {:>5} {:>6} {:>6}  {:<14} {:<5} {:<26} {:>10} {:>10} {:>9} {:>9} {:>7} {:>6}\n", "M", "N", "K",
+                              "variant", "cache", "kernel", "us median", "us graph", "GB/s", "GFLOP/s", "% ceil", "valid");
   for (const auto& r : rows) {
-    s += fmt::format("  {:>5} {:>6} {:>6}  {:<14} {:<26} {:>10.2f} {:>10} {:>9.1f} {:>9.1f} {:>7} {:>6}\n", r.shape.m, r.shape.n, r.shape.k,
-                     r.variant, r.kernel.substr(0, 26), r.us_median, r.us_graph > 0 ? fmt::format("{:.2f}", r.us_graph) : "-", r.gbps,
+    s += fmt::format("  {:>5} {:>6} {:>6}  {:<14} {:<5} {:<26} {:>10.2f} {:>10} {:>9.1f} {:>9.1f} {:>7} {:>6}\n", r.shape.m, r.shape.n,
+                     r.shape.k, r.variant, r.cold ? "cold" : "hot", r.kernel.substr(0, 26), r.us_median, r.us_graph > 0 ? fmt::format("{:.2f}", r.us_graph) : "-", r.gbps,
                      r.gflops, r.ceiling_gbps > 0 ? fmt::format("{:.1f}", 100 * r.gbps / r.ceiling_gbps) : "-",
                      r.validated ? "yes" : "NO");
   }
@@ -222,7 +224,7 @@ std::vector<RooflinePoint> roofline_points(const std::vector<ReplayResult>& rs, 
       p.push_back({fmt::format("{} {} {}", r.options.model.name, replay_mode_name(r.options.mode), v.variant), v.flops / v.bytes, v.gflops,
                    v.variant != "nvfp4"});
   for (const auto& r : rows)
-    p.push_back({fmt::format("{}x{}x{} {}", r.shape.m, r.shape.n, r.shape.k, r.variant), r.bytes > 0 ? 2.0 * r.shape.m * r.shape.n * r.shape.k / r.bytes : 0,
+    p.push_back({fmt::format("{}x{}x{} {} {}", r.shape.m, r.shape.n, r.shape.k, r.variant, r.cold ? "cold" : "hot"), r.bytes > 0 ? 2.0 * r.shape.m * r.shape.n * r.shape.k / r.bytes : 0,
                  r.gflops, r.variant != "nvfp4"});
   return p;
 }
