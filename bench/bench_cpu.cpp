@@ -4,8 +4,15 @@
 // (modelopt); (2) the CPU kernel is validated against the oracle on a slice (first <= 4 rows of
 // x, first <= 64 rows of W) before any timing; (3) cold rows rotate through distinct copies of
 // the weights totalling >= max(3 x LLC, 512 MiB) (capped at half the free memory), so every call
-// reads its weights from DRAM; hot rows reuse one copy; (4) the streaming-read bandwidth of the
-// same machine is measured in the same run over the same rotation buffers (ceiling_gbps);
+// reads its weights from DRAM; hot rows reuse one copy; (4) the streaming-read ceiling
+// (ceiling_gbps) is measured INTERLEAVED with the cold NVFP4 calls: every timed kernel call is
+// preceded by an all-thread streaming read of another (cold) rotation copy of the same bytes,
+// and the row reports the median of those read samples. On the shared dev host the read
+// bandwidth drifts by ~1.5x within seconds, so a ceiling measured once per shape made
+// "% of ceiling" drift with it; interleaving exposes both to the same seconds. Hot rows and the
+// dense baseline rows of a shape carry the cold row's interleaved ceiling; a hot-only run (one
+// copy: reading other bytes between hot calls would evict the hot weights) measures the read
+// once per run over a dedicated buffer of the rotation size;
 // (5) the dense baseline is oneDNN's bf16 matmul primitive (bf16 x, bf16 W, fp32 out; AMX/
 // AVX512-BF16 where present) on the dequantized weights in bf16, also validated, also cold/hot.
 // Debian's OpenBLAS 0.3.21 is built without BUILD_BFLOAT16 (no cblas_sbgemm symbol in
@@ -23,6 +30,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -76,13 +84,25 @@ void fill_stats(Row& r) {
   r.gflops = 2.0 * r.shape.m * r.shape.n * r.shape.k / (r.us_median * 1e3);
 }
 
+// Times call(copy) with copies rotating. With `read` (cold rows), every timed call is preceded
+// by read(copy') on the next copy in the rotation (not the one the call then reads, so both
+// stay cold), and read's GB/s samples go to *read_gbps: the ceiling interleaved with the calls.
 template <typename F>
-std::vector<double> time_calls(const Options& o, int copies, F&& call) {
-  for (int i = 0; i < 2; ++i) call(i % copies);  // warm-up (page faults, thread pool)
+std::vector<double> time_calls(const Options& o, int copies, F&& call,
+                               const std::function<double(int)>& read = nullptr,
+                               std::vector<double>* read_gbps = nullptr) {
+  int i = 0;
+  for (int w = 0; w < 2; ++w) {  // warm-up (page faults, thread pool)
+    if (read) read(i++ % copies);
+    call(i++ % copies);
+  }
   std::vector<double> samples;
   const double t_start = now_us();
-  int i = 2;
   while (static_cast<int>(samples.size()) < o.min_reps || now_us() - t_start < o.min_seconds * 1e6) {
+    if (read) {
+      const double g = read(i++ % copies);
+      if (read_gbps != nullptr) read_gbps->push_back(g);
+    }
     const double t0 = now_us();
     call(i++ % copies);
     samples.push_back(now_us() - t0);
@@ -91,30 +111,37 @@ std::vector<double> time_calls(const Options& o, int copies, F&& call) {
   return samples;
 }
 
-// Streaming read of `bytes` bytes at p with every thread (the ceiling the GEMV competes with).
+// One streaming read of [p, p + bytes) with every thread (the ceiling the GEMV competes with),
+// in 256 KiB tasks (>= 100 tasks per 33 MB layer, so both threads stay busy to the end);
+// returns GB/s over the whole 8-byte-multiple prefix that was read.
+double stream_read_once_gbps(const std::uint8_t* p, std::int64_t bytes) {
+  const std::int64_t chunk = 1 << 18, nchunks = (bytes + chunk - 1) / chunk;
+  static std::vector<std::uint64_t> sink(4096, 0);
+  const double t0 = now_us();
+  cpu::parallel_for(nchunks, [&](std::int64_t c) {
+    const std::int64_t len = std::min(chunk, bytes - c * chunk) / 64 * 64;
+    const std::uint64_t* q = reinterpret_cast<const std::uint64_t*>(p + c * chunk);
+    std::uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
+    for (std::int64_t i = 0; i < len / 8; i += 8) {
+      a0 += q[i]; a1 += q[i + 1]; a2 += q[i + 2]; a3 += q[i + 3];
+      a4 += q[i + 4]; a5 += q[i + 5]; a6 += q[i + 6]; a7 += q[i + 7];
+    }
+    sink[static_cast<std::size_t>(c % 4096)] += a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;  // keeps the reads observable
+  });
+  const double us = now_us() - t0;
+  return static_cast<double>(bytes / 64 * 64) / (us * 1e3);
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// Median of 5 streaming reads of a buffer (hot-only runs: once per run).
 double stream_read_gbps(const std::uint8_t* p, std::int64_t bytes) {
-  const std::int64_t chunk = 1 << 20, nchunks = bytes / chunk;
-  std::vector<std::uint64_t> sink(static_cast<std::size_t>(nchunks) + 1, 0);
   std::vector<double> gb;
-  for (int rep = 0; rep < 5; ++rep) {
-    const double t0 = now_us();
-    cpu::parallel_for(nchunks, [&](std::int64_t c) {
-      const std::uint64_t* q = reinterpret_cast<const std::uint64_t*>(p + c * chunk);
-      std::uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
-      for (std::int64_t i = 0; i < chunk / 8; i += 8) {
-        a0 += q[i]; a1 += q[i + 1]; a2 += q[i + 2]; a3 += q[i + 3];
-        a4 += q[i + 4]; a5 += q[i + 5]; a6 += q[i + 6]; a7 += q[i + 7];
-      }
-      sink[static_cast<std::size_t>(c)] = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
-    });
-    const double us = now_us() - t0;
-    gb.push_back(static_cast<double>(nchunks * chunk) / (us * 1e3));
-  }
-  std::uint64_t acc = 0;
-  for (auto v : sink) acc += v;
-  if (acc == 0x5eed) gb.push_back(0);  // keeps the reads observable
-  std::sort(gb.begin(), gb.end());
-  return gb[gb.size() / 2];
+  for (int rep = 0; rep < 5; ++rep) gb.push_back(stream_read_once_gbps(p, bytes));
+  return median_of(gb);
 }
 
 // max |y - ref| / max |ref| over the slice (rows < ms, cols < ns).
@@ -168,12 +195,10 @@ std::vector<Row> run_cpu(const Options& o) {
     auto wview = [&](int c) {
       return WeightView{pool.data() + c * wbytes, pool.data() + c * wbytes + pbytes, qw.tensor_scale(), s.n, s.k};
     };
-    // The read ceiling over the rotation buffers themselves; when they are smaller than the
-    // rotation target (hot-only runs), over a dedicated buffer of that size, once per run.
-    double ceiling;
-    if (static_cast<std::int64_t>(pool.size()) >= rot) {
-      ceiling = stream_read_gbps(pool.data(), static_cast<std::int64_t>(pool.size()));
-    } else {
+    // Hot-only runs: the read ceiling over a dedicated buffer of the rotation size, once per run.
+    // Cold runs: measured interleaved with the cold NVFP4 calls below.
+    double ceiling = 0;
+    if (!o.cold) {
       if (run_ceiling == 0) {
         std::vector<std::uint8_t> buf(static_cast<std::size_t>(rot));
         cpu::parallel_for(rot >> 20, [&](std::int64_t c) { std::memset(buf.data() + (c << 20), static_cast<int>(c), 1 << 20); });
@@ -217,10 +242,19 @@ std::vector<Row> run_cpu(const Options& o) {
       r.dtype = o.dtype;
       r.cold = cold;
       r.bytes = nvfp4_matmul_bytes(s, o.dtype);
-      r.ceiling_gbps = ceiling;
       r.max_rel_err = err;
       r.validated = err <= 1e-2;
-      r.samples_us = time_calls(o, cold ? copies : 1, [&](int c) { quantized_matmul(xv, wview(c), yv, Backend::kCpu); });
+      auto kernel_call = [&](int c) { quantized_matmul(xv, wview(c), yv, Backend::kCpu); };
+      if (cold) {
+        std::vector<double> read_gbps;
+        r.samples_us = time_calls(o, copies, kernel_call,
+                                  [&](int c) { return stream_read_once_gbps(pool.data() + c * wbytes, wbytes); },
+                                  &read_gbps);
+        ceiling = median_of(read_gbps);
+      } else {
+        r.samples_us = time_calls(o, 1, kernel_call);
+      }
+      r.ceiling_gbps = ceiling;  // the cold row runs first: hot rows get its interleaved median
       fill_stats(r);
       rows.push_back(std::move(r));
     }

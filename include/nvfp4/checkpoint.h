@@ -8,8 +8,9 @@
 //   compressed-tensors  <p>.weight_packed U8 [N, K/2], <p>.weight_scale F8_E4M3 [N, K/16],
 //                       <p>.weight_global_scale F32 [1] (2688/amax), optional
 //                       <p>.input_global_scale; config.json quantization_config
-//   mlx                 <p>.weight U32 [N, K/8], <p>.scales U8 [N, K/16], <p>.global_scale
-//                       F32 [] (amax); config.json "quantization" + "quantization_config"
+//   mlx                 <p>.weight U32 [N, K/8], <p>.scales U8 [N, K/16], optional
+//                       <p>.global_scale F32 [] (amax; mlx-lm writes none: tensor scale 1);
+//                       config.json "quantization" + "quantization_config"
 //
 // The layout is detected from the tensor names (each layout's marker tensors); a checkpoint
 // mixing layouts, or whose config.json names a different quant_method, is rejected. Every
@@ -83,7 +84,7 @@ class Checkpoint {
   // scale or an optional input scale).
   bool is_quantized_tensor(const std::string& name) const;
   // The canonical weight of one quantized linear, fully validated; the stored tensor scale is
-  // kept bit-exact with its convention (modelopt kDequant, CT kQuant, mlx kAmax).
+  // kept bit-exact with its convention (modelopt kDequant, CT kQuant, mlx kAmax or kNone).
   QuantizedWeight quantized(const std::string& prefix) const;
 
   // config.json of a folder checkpoint (raw text), "" when there is none / for a file.

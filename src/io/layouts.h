@@ -26,7 +26,7 @@ constexpr const char* kCtFormat = "nvfp4-pack-quantized";
 // MLX (mx.quantize mode="nvfp4")
 constexpr const char* kMlxPacked = ".weight";        // U32 [N, K/8], element j in bits 4j..4j+3
 constexpr const char* kMlxScales = ".scales";        // U8 [N, K/16], E4M3 bits
-constexpr const char* kMlxTensorScale = ".global_scale";  // F32 [] = amax (name under research)
+constexpr const char* kMlxTensorScale = ".global_scale";  // F32 [] = amax; optional (mlx-lm writes none)
 constexpr const char* kMlxMode = "nvfp4";
 
 // Hugging Face folder files

@@ -3,11 +3,11 @@
 // alike; cold calls rotate through weight copies totalling >= 512 MiB (16x the 32 MiB L3 of
 // the dev machine), and "stream" reads the same bytes of the next copy with every thread
 // (the read ceiling of the same run). Prints median, p10, p90 per path.
-// Usage: cpu_paths_bench [bf16|f16|f32] [hot|cold] [reps=N] M,N,K ... [paths...]
+// Usage: cpu_paths_bench [bf16|f16|f32] [hot|cold] [thp] [reps=N] M,N,K ... [paths...]
 //   paths: gemv gemv_bf16 gemm_f32 gemm_bf16 gemm_amx stream (default: all supported), each
 //   optionally with tuning overrides, e.g. gemv_bf16:rpt=16:xb=16384 gemm_bf16:kc=512:nc=128
 //   (rpt gemv_rows_per_task, xb gemv_x_block_bytes, grp gemv_group_rows, pf/pfm
-//   gemv_prefetch_bytes/_min_m, kc/nc/mc gemm_*).
+//   gemv_prefetch_tiles/_min_m, kc/nc/mc gemm_*).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +16,9 @@
 #include <random>
 #include <string>
 #include <vector>
+#include <memory>
+
+#include <sys/mman.h>
 
 #include "kernels/cpu/matmul_cpu.h"
 #include "kernels/cpu/parallel_for.h"
@@ -32,6 +35,7 @@ static double now_us() {
 int main(int argc, char** argv) {
   DType dt = DType::kBF16;
   bool cold = true;
+  bool thp = false;  // "thp": back the weight pool with transparent huge pages (madvise)
   int reps = 30;
   struct S { std::int64_t m, n, k; };
   std::vector<S> shapes;
@@ -42,6 +46,7 @@ int main(int argc, char** argv) {
     if (a == "bf16" || a == "f16" || a == "f32") dt = dtype_from_name(a);
     else if (a == "hot") cold = false;
     else if (a == "cold") cold = true;
+    else if (a == "thp") thp = true;
     else if (a.rfind("reps=", 0) == 0) reps = std::atoi(a.c_str() + 5);
     else if (std::sscanf(a.c_str(), "%ld,%ld,%ld", &s.m, &s.n, &s.k) == 3) shapes.push_back(s);
     else names.push_back(a);
@@ -58,7 +63,17 @@ int main(int argc, char** argv) {
     std::mt19937_64 rng(7);
     const std::int64_t pb = s.n * s.k / 2, sb = s.n * s.k / 16, wb = (pb + sb + 4095) / 4096 * 4096;
     const int copies = cold ? static_cast<int>(std::max<std::int64_t>(2, ((512ll << 20) + wb - 1) / wb)) : 1;
-    std::vector<std::uint8_t> pool(static_cast<std::size_t>(wb * copies));
+    // The pool: 2 MiB aligned; with "thp" madvise(MADV_HUGEPAGE) before the first touch, so
+    // cold calls are measured without 4 KiB-page TLB misses (THP is madvise-only here).
+    const std::size_t pool_bytes = (static_cast<std::size_t>(wb * copies) + (2u << 20) - 1) / (2u << 20) * (2u << 20);
+    std::unique_ptr<std::uint8_t, decltype(&std::free)> pool_mem(
+        static_cast<std::uint8_t*>(std::aligned_alloc(2u << 20, pool_bytes)), &std::free);
+    if (thp) madvise(pool_mem.get(), pool_bytes, MADV_HUGEPAGE);
+    struct PoolView {
+      std::uint8_t* p;
+      std::uint8_t* data() const { return p; }
+      std::uint8_t& operator[](std::size_t i) const { return p[i]; }
+    } pool{pool_mem.get()};
     for (std::int64_t i = 0; i < pb; ++i) pool[i] = static_cast<std::uint8_t>(rng());
     for (std::int64_t i = 0; i < sb; ++i) pool[pb + i] = static_cast<std::uint8_t>(0x28 + rng() % 0x30);
     for (int c = 1; c < copies; ++c) std::memcpy(pool.data() + c * wb, pool.data(), static_cast<std::size_t>(wb));
@@ -90,7 +105,7 @@ int main(int argc, char** argv) {
         if (key == "rpt") p.tune.gemv_rows_per_task = val;
         else if (key == "xb") p.tune.gemv_x_block_bytes = val;
         else if (key == "grp") p.tune.gemv_group_rows = val;
-        else if (key == "pf") p.tune.gemv_prefetch_bytes = val;
+        else if (key == "pf") p.tune.gemv_prefetch_tiles = val;
         else if (key == "pfm") p.tune.gemv_prefetch_min_m = val;
         else if (key == "kc") p.tune.gemm_kc = val;
         else if (key == "nc") p.tune.gemm_nc = val;

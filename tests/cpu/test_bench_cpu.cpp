@@ -42,7 +42,11 @@ TEST(BenchCpu, ColdRowsRotateAndF32Validates) {
   ASSERT_EQ(rows.size(), 4u);  // nvfp4 cold+hot, baseline cold+hot
   EXPECT_TRUE(rows[0].cold);
   EXPECT_FALSE(rows[1].cold);
-  for (const Row& r : rows) EXPECT_TRUE(r.validated) << r.variant << " err " << r.max_rel_err;
+  for (const Row& r : rows) {
+    EXPECT_TRUE(r.validated) << r.variant << " err " << r.max_rel_err;
+    EXPECT_GT(r.ceiling_gbps, 0.0) << r.variant;  // interleaved read samples of the cold row
+    EXPECT_EQ(r.ceiling_gbps, rows[0].ceiling_gbps) << r.variant;  // one ceiling per shape
+  }
 }
 
 TEST(BenchCpu, BadShapeThrows) {

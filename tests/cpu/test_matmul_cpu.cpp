@@ -197,6 +197,9 @@ TEST(CpuMatmul, AllPathsAllTargetsMatchOracle) {
       // bf16 GEMV: 256-k chunks, short activations inside the last chunk, 256-k chunks + 16 tail;
       // M=4 (MR=4 x NR=2 tile) and M=7 on the layer's K.
       {4, 67, 768, 9},     {7, 5, 14336, 0},  {2, 11, 784, 0},
+      // one-pass 5..8-row tiles (MR x 2) with odd N (single-row tail tiles) and a K tail; M=3
+      // takes the 3 x 4 tile (N=131: 32 tiles + 3 single rows).
+      {5, 9, 1024, 0},     {6, 41, 784, 3},   {8, 3, 528, 0},
   };
   std::uint64_t seed = 1234;
   for (const Case& c : cases) {
@@ -321,14 +324,15 @@ TEST(CpuMatmul, PublicEntryUsesCpuBackend) {
 }
 
 // tuning_cpu.h promises "speed only, never results" for the blocking sizes that do not split
-// K into separately summed segments: GEMV x block and rows per task, GEMM KC / NC / MC. Each
-// output must be bit-identical across settings (same per-lane FMA sequence).
+// K into separately summed segments: GEMV x block, rows per task, activation rows per pass
+// (MR of the tile) and software prefetch; GEMM KC / NC / MC. Each output must be bit-identical
+// across settings (same per-lane vdpbf16ps/FMA sequence whatever the tile shape).
 TEST(CpuMatmul, BlockingTuningDoesNotChangeResults) {
   const std::uint64_t seed = 4242;
   SCOPED_TRACE("seed=" + std::to_string(seed));
   const Weight w = random_weight(45, 1552, seed);  // 6 chunks of 256 + 16 tail
   const cpu::CpuTuning saved = cpu::cpu_tuning();
-  for (std::int64_t m : {3, 8, 40}) {
+  for (std::int64_t m : {3, 5, 8, 40}) {
     SCOPED_TRACE("M=" + std::to_string(m));
     const Act x = random_x(DType::kBF16, m, 1552, 1552, seed + m);
     std::vector<CpuPath> paths = {CpuPath::kGemv, CpuPath::kGemmF32};
@@ -342,6 +346,9 @@ TEST(CpuMatmul, BlockingTuningDoesNotChangeResults) {
         t.gemv_min_tasks_per_thread = 0;  // never split K: the split is the one order-changing knob
         t.gemv_x_block_bytes = v == 0 ? 1 : v == 1 ? 16384 : (1 << 22);
         t.gemv_rows_per_task = v == 0 ? 1 : v == 1 ? 8 : 64;
+        t.gemv_group_rows = v == 0 ? 1 : v == 1 ? 3 : 8;
+        t.gemv_prefetch_tiles = v == 0 ? 0 : v == 1 ? 1 : 3;
+        t.gemv_prefetch_min_m = 1;
         t.gemm_kc = v == 0 ? 32 : v == 1 ? 512 : 4096;
         t.gemm_nc = v == 0 ? 32 : v == 1 ? 128 : 256;
         t.gemm_mc = v == 0 ? 32 : v == 1 ? 512 : 64;

@@ -67,6 +67,43 @@ T_BF16 double dp_decode(long iters, float* sink) {
   return static_cast<double>(iters) * MR * NR;
 }
 
+// As dp_decode<MR, 2>, but the activation vectors stream through a buffer of XKB KiB (rows of
+// x laid out like the GEMV's permuted activations: 8 steps of 64 B per 256 k): with XKB > 32
+// they come from L2, as in the GEMV at K=14336 (4 rows x 28 KiB).
+template <int MR, int XKB>
+T_BF16 double dp_decode_xbuf(long iters, float* sink) {
+  constexpr long kRow = XKB * 1024 / MR / 2;  // u16 elements per row
+  static std::uint16_t* x = [] {
+    auto* p = static_cast<std::uint16_t*>(std::aligned_alloc(64, XKB * 1024));
+    for (long i = 0; i < XKB * 512; ++i) p[i] = 0x3F80;
+    return p;
+  }();
+  constexpr int NR = 2;
+  __m512 acc[MR][NR];
+  for (int m = 0; m < MR; ++m)
+    for (int r = 0; r < NR; ++r) acc[m][r] = _mm512_setzero_ps();
+  __m512i tbl = _mm512_set1_epi32(0x3F803F00), h[NR];
+  for (int r = 0; r < NR; ++r) h[r] = _mm512_set1_epi32(0x12345678 + r);
+  long off = 0;
+  for (long it = 0; it < iters; ++it) {
+    __m512bh w[NR];
+    for (int r = 0; r < NR; ++r) w[r] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(h[r], 4), tbl);
+    for (int m = 0; m < MR; ++m) {
+      const __m512bh xv = (__m512bh)_mm512_load_si512(x + m * kRow + off);
+      for (int r = 0; r < NR; ++r) acc[m][r] = _mm512_dpbf16_ps(acc[m][r], xv, w[r]);
+    }
+    off += 32;
+    if (off == kRow) off = 0;
+    __asm__ volatile("" : "+v"(tbl));
+    for (int r = 0; r < NR; ++r) __asm__ volatile("" : "+v"(h[r]));
+  }
+  __m512 s = _mm512_setzero_ps();
+  for (int m = 0; m < MR; ++m)
+    for (int r = 0; r < NR; ++r) s = _mm512_add_ps(s, acc[m][r]);
+  *sink += _mm512_reduce_add_ps(s);
+  return static_cast<double>(iters) * MR * NR;
+}
+
 struct Variant {
   const char* name;
   std::function<double(long, float*)> f;
@@ -118,6 +155,8 @@ int main(int argc, char** argv) {
       {"dp+decode M=1 NR=8", dp_decode<1, 8>}, {"dp+decode M=2 NR=4", dp_decode<2, 4>},
       {"dp+decode M=4 NR=2", dp_decode<4, 2>}, {"dp+decode M=4 NR=3", dp_decode<4, 3>},
       {"dp+decode M=8 NR=1", dp_decode<8, 1>}, {"dp+decode M=8 NR=2", dp_decode<8, 2>},
+      {"M=4 NR=2 x 16 KiB", dp_decode_xbuf<4, 16>}, {"M=4 NR=2 x 112 KiB", dp_decode_xbuf<4, 112>},
+      {"M=8 NR=2 x 224 KiB", dp_decode_xbuf<8, 224>},
   };
   std::printf("%-22s %14s %14s\n", "variant", "G dp/s 1 thr", "G dp/s/thr all");
   for (const Variant& v : vs)

@@ -95,13 +95,32 @@ NVFP4_BF16_TARGET ScaleTables make_scale_tables() {
           _mm512_loadu_si512(t.lo + 64), _mm512_loadu_si512(t.spread)};
 }
 
+// Every constant of the inner loop, 64-byte aligned (one copy per call, in the Ctx).
+struct Consts {
+  __m512i tbl;     // bf16 bits of the 16 E2M1 values (code order of format.h), twice: vpermw uses index bits 4:0
+  __m512i sel[2];  // vpermt2d: even / odd u32 words of two 64-byte loads
+  ScaleTables st;
+};
+
+NVFP4_BF16_TARGET Consts make_consts() {
+  alignas(64) static const std::uint16_t kTbl[32] = {
+      0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0,
+      0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0,
+      0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0,
+      0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0};
+  return {_mm512_load_si512(kTbl),
+          {_mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30),
+           _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31)},
+          make_scale_tables()};
+}
+
 struct Ctx {
   const MatmulArgs* a;
   const std::uint16_t* xp;  // permuted bf16 activations, [m][nch * 256]
   const float* xt;          // fp32 activations of the K tail, [m][k - nch*256]
   std::int64_t nch, kp, kt; // full chunks, nch*256, tail length
-  ScaleTables st;
-  std::int64_t pf;          // software prefetch distance in packed bytes (0: off)
+  Consts cs;
+  std::int64_t pf;          // software prefetch distance in tiles of weight rows (0: off)
 };
 
 // accmem[m * NR + r] += per-lane sums over chunks [c0, c1) for x rows m0.. and weight rows
@@ -110,45 +129,47 @@ struct Ctx {
 // read-modify-write per 256 k), which frees registers so each activation load feeds NR rows.
 template <int MR, int NR, bool PF>
 NVFP4_BF16_TARGET void tile(const Ctx& g, std::int64_t m0, std::int64_t n0, std::int64_t c0, std::int64_t c1,
-                            __m512* accmem) {
+                            __m512* accmem, std::int64_t pf = 0) {
   const MatmulArgs& a = *g.a;
   const std::int64_t k = a.k;
-  // bf16 bits of the 16 E2M1 values (code order of format.h), twice: vpermw uses index bits 4:0.
-  alignas(64) static const std::uint16_t kTbl[32] = {
-      0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0,
-      0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0,
-      0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0,
-      0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0};
-  const __m512i tbl = _mm512_load_si512(kTbl);
-  const __m512i sel[2] = {_mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30),
-                          _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31)};
   const std::int64_t rs = k / 2, ss = k / kBlockSize;  // row strides of packed / scales
   for (std::int64_t c = c0; c < c1; ++c) {
     const std::uint16_t* xc = g.xp + m0 * g.kp + c * kChunk;
     const std::uint8_t* pc = a.packed + n0 * rs + c * (kChunk / 2);
     const std::uint8_t* sc0 = a.scales + n0 * ss + c * 16;
     if (PF) {
-      // Software prefetch of the same rows g.pf bytes ahead (2 lines per row and chunk; the
-      // scales, 16 B per chunk, one line every 4 chunks). Past a row's end it touches the next
-      // row, which the task reads soon after; prefetches never fault.
+      // Software prefetch of the same k range of the weight rows `pf` bytes further on, i.e.
+      // of a later tile (pf = tiles ahead x NR rows): 2 lines per row and chunk, the scales
+      // (16 B per chunk) one line every 4 chunks. A tile takes ~1 us at M=4, far more than the
+      // DRAM latency, and the hardware prefetcher has to find each new row's stream anew; the
+      // prefetch runs a whole tile ahead instead (measured: docs/perf-cpu.md 2.5). Addresses
+      // past the weights are harmless: prefetches never fault.
       for (int r = 0; r < NR; ++r) {
-        const char* p = reinterpret_cast<const char*>(pc + r * rs) + g.pf;
+        const char* p = reinterpret_cast<const char*>(pc + r * rs) + pf;
         _mm_prefetch(p, _MM_HINT_T0);
         _mm_prefetch(p + 64, _MM_HINT_T0);
-        if ((c & 3) == 0) _mm_prefetch(reinterpret_cast<const char*>(sc0 + r * ss) + g.pf / 8, _MM_HINT_T0);
+        if ((c & 3) == 0) _mm_prefetch(reinterpret_cast<const char*>(sc0 + r * ss) + pf / 8, _MM_HINT_T0);
       }
     }
+    // The loop constants are read from memory (L1) on every chunk: the asm barrier keeps the
+    // compiler from hoisting the 8 of them into registers, which the MR x NR partial sums need
+    // (an 8 x 2 tile spilled otherwise). vpermw/vpermt2b take them as memory operands.
+    const Consts* cs = &g.cs;
+    __asm__("" : "+r"(cs));
     __m512 part[MR][NR];
+#pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       __m512i half[NR];
       for (int r = 0; r < NR; ++r) {
         const std::uint8_t* p = pc + r * rs;
-        half[r] = _mm512_permutex2var_epi32(_mm512_loadu_si512(p), sel[h], _mm512_loadu_si512(p + 64));
+        half[r] = _mm512_permutex2var_epi32(_mm512_loadu_si512(p), cs->sel[h], _mm512_loadu_si512(p + 64));
       }
+#pragma GCC unroll 4
       for (int s = 0; s < 4; ++s) {
         __m512bh w[NR];
         for (int r = 0; r < NR; ++r)
-          w[r] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(half[r], 4 * s), tbl);
+          w[r] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(half[r], 4 * s), cs->tbl);
+#pragma GCC unroll 8
         for (int m = 0; m < MR; ++m) {
           const __m512bh xv = (__m512bh)_mm512_load_si512(xc + m * g.kp + 32 * (4 * h + s));
           for (int r = 0; r < NR; ++r)
@@ -158,7 +179,7 @@ NVFP4_BF16_TARGET void tile(const Ctx& g, std::int64_t m0, std::int64_t n0, std:
       }
     }
     for (int r = 0; r < NR; ++r) {
-      const __m512 sc = decode_scales16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc0 + r * ss)), g.st);
+      const __m512 sc = decode_scales16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc0 + r * ss)), cs->st);
       for (int m = 0; m < MR; ++m) accmem[m * NR + r] = _mm512_fmadd_ps(part[m][r], sc, accmem[m * NR + r]);
     }
   }
@@ -200,7 +221,8 @@ NVFP4_BF16_TARGET void rows(const Ctx& g, std::int64_t m0, std::int64_t n0, std:
       const std::int64_t ce = std::min(c1, cb + kb);
       std::int64_t n = nb;
       if (g.pf > 0) {
-        for (; n < full; n += NR) tile<MR, NR, true>(g, m0, n, cb, ce, accmem + (n - nb) * MR);
+        const std::int64_t pf = g.pf * NR * (k / 2);
+        for (; n < full; n += NR) tile<MR, NR, true>(g, m0, n, cb, ce, accmem + (n - nb) * MR, pf);
       } else {
         for (; n < full; n += NR) tile<MR, NR, false>(g, m0, n, cb, ce, accmem + (n - nb) * MR);
       }
@@ -216,12 +238,14 @@ NVFP4_BF16_TARGET void rows(const Ctx& g, std::int64_t m0, std::int64_t n0, std:
 
 void rows_any_m(const Ctx& g, int mr, std::int64_t m0, std::int64_t n0, std::int64_t n1, std::int64_t c0,
                 std::int64_t c1, bool tail, float* dst, std::int64_t ds) {
-  // MR*NR partial sums + NR weight vectors must fit the 32 zmm registers; >= 6 chains per tile.
-  // NR per MR measured (1 thread, hot, K=14336): M=1 NR=8 22 us, M=4 NR=2 48 us vs NR=4 61 us.
+  // MR*NR partial sums + 2*NR decode registers must fit the 32 zmm registers (the loop
+  // constants come from L1); >= 6 chains per tile. NR per MR measured (1 thread, hot, N=128,
+  // K=14336, docs/perf-cpu.md 2.5): MR=2 NR=4 55 us vs NR=6 60; MR=3 NR=4 66 vs NR=2 72;
+  // MR=4 NR=2 85 vs NR=4 86.5; MR=5 NR=2 102 vs NR=3 119; MR=8 NR=2 169 = two 4x2 passes.
   switch (mr) {
     case 1: rows<1, 8>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
     case 2: rows<2, 4>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    case 3: rows<3, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 3: rows<3, 4>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
     case 4: rows<4, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
     case 5: rows<5, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
     case 6: rows<6, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
@@ -275,8 +299,8 @@ bool gemv_avx512bf16_supported() {
 void gemv_nvfp4_avx512bf16(const MatmulArgs& a) {
   const std::int64_t k = a.k, n = a.n, m = a.m;
   const CpuTuning& tune = cpu_tuning();
-  Ctx g{&a, nullptr, nullptr, k / kChunk, 0, 0, make_scale_tables(), 0};
-  g.pf = m >= tune.gemv_prefetch_min_m ? tune.gemv_prefetch_bytes : 0;
+  Ctx g{&a, nullptr, nullptr, k / kChunk, 0, 0, make_consts(), 0};
+  g.pf = m >= tune.gemv_prefetch_min_m ? tune.gemv_prefetch_tiles : 0;
   g.kp = g.nch * kChunk;
   g.kt = k - g.kp;
   auto xp = alloc64<std::uint16_t>(std::max<std::int64_t>(1, m * g.kp));
@@ -291,10 +315,11 @@ void gemv_nvfp4_avx512bf16(const MatmulArgs& a) {
 
   const std::int64_t rows_per_task = tune.gemv_rows_per_task;
   const std::int64_t ngroups = (n + rows_per_task - 1) / rows_per_task;
-  // Activation rows in balanced groups of <= 4: measured on Zen 4 (1 thread, hot), M=8 as two
-  // groups of 4 (weights decoded twice) beats one 8-row tile, whose 16 partial-sum chains plus
-  // decode temporaries crowd the 32 registers (docs/perf-cpu.md). One task runs every group over
-  // its weight rows, so the second group reads them from L1/L2, not DRAM.
+  // Activation rows in balanced groups of <= gemv_group_rows (8): one pass over the weights for
+  // M <= 8. With the loop constants read from L1 and the step loops unrolled, the 8 x 2 tile
+  // no longer spills, and one pass beats balanced groups of <= 4 by 11-18% at M=5..7 (1 thread,
+  // hot; M=8: equal). With several groups (gemv_group_rows < M) one task runs every group over
+  // its weight rows, so later groups read them from L1/L2, not DRAM.
   const std::int64_t gmax = std::clamp<std::int64_t>(tune.gemv_group_rows, 1, 8);
   const std::int64_t mgroups = (m + gmax - 1) / gmax;
   // Split K when N alone cannot keep every thread busy (small N, long K).

@@ -24,10 +24,10 @@ struct CpuTuning {
   std::int64_t gemv_x_block_bytes = 1 << 20;
   // AVX512-BF16 GEMV: activation rows per pass over the weights (1..8; M is split into balanced
   // groups of at most this many rows). Same per-output summation order for every value.
-  std::int64_t gemv_group_rows = 4;
-  // AVX512-BF16 GEMV: software prefetch distance (bytes ahead along each weight row) for
+  std::int64_t gemv_group_rows = 8;
+  // AVX512-BF16 GEMV: software prefetch distance in tiles (NR weight rows each) ahead, for
   // M >= gemv_prefetch_min_m; 0 = off.
-  std::int64_t gemv_prefetch_bytes = 0;
+  std::int64_t gemv_prefetch_tiles = 0;
   std::int64_t gemv_prefetch_min_m = 2;
   // GEMM blocking: NC columns of W decoded per panel (L2-resident: NC*KC*4 B = 256 KiB fp32,
   // 128 KiB bf16), KC depth per decoded panel, MC rows of x per task (C accumulator MC*NC*4 B =
