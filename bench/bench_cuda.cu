@@ -277,6 +277,63 @@ std::vector<Row> run_cuda(const Options& opts) {
       l.gflops = 2.0 * s.m * s.n * s.k / l.us_median / 1e3;
       rows.push_back(l);
     }
+    if (dt == DType::kBF16 && s.m <= 16 && cuda::repack_for_gemv_sm90_supported(s.n, s.k)) {
+      // Side-by-side: the same weights repacked once (cuda::repack_for_gemv_sm90, not timed)
+      // into the gemv_sm90 layout, same rotation; validated against the oracle like the
+      // canonical row (docs/perf-cuda.md 7).
+      std::vector<std::unique_ptr<Buf>> rpk, rsc;
+      for (std::size_t c = 0; c < copies; ++c) {
+        rpk.push_back(std::make_unique<Buf>(pb));
+        rsc.push_back(std::make_unique<Buf>(sb));
+        cuda::repack_for_gemv_sm90(wview(c), static_cast<std::uint8_t*>(rpk.back()->p),
+                                   static_cast<std::uint8_t*>(rsc.back()->p), st);
+      }
+      ck(cudaStreamSynchronize(st), "repack");
+      auto rview = [&](std::size_t c) {
+        return cuda::RepackedWeightView{static_cast<const std::uint8_t*>(rpk[c]->p),
+                                        static_cast<const std::uint8_t*>(rsc[c]->p), ts, s.n, s.k};
+      };
+      Row q = r;
+      q.variant = "nvfp4_repacked";
+      std::vector<std::uint8_t> nan(static_cast<std::size_t>(s.m) * s.n * es, 0xFF);
+      ck(cudaMemcpy(dy.p, nan.data(), nan.size(), cudaMemcpyHostToDevice), "poison");
+      ck(cudaDeviceSynchronize(), "poison");
+      std::string kname;
+      cuda::quantized_matmul_repacked_tile(xv, rview(0), yv, st, nullptr, &kname);
+      ck(cudaStreamSynchronize(st), "repacked run");
+      q.kernel = kname;
+      // Validated against the oracle on the first/last 256 columns, same tolerance as above.
+      Tensor hy(dt, {s.m, s.n});
+      ck(cudaMemcpy(hy.data(), dy.p, hy.bytes.size(), cudaMemcpyDeviceToHost), "copy y");
+      const std::int64_t part = std::min<std::int64_t>(s.n, 256);
+      double max_err = 0, max_ref = 0;
+      bool finite = true;
+      for (std::int64_t n0 : {std::int64_t{0}, s.n - part}) {
+        std::vector<std::uint8_t> hp(static_cast<std::size_t>(part) * s.k / 2), hs(static_cast<std::size_t>(part) * s.k / 16);
+        ck(cudaMemcpy(hp.data(), static_cast<std::uint8_t*>(wp[0]->p) + n0 * s.k / 2, hp.size(), cudaMemcpyDeviceToHost), "copy w");
+        ck(cudaMemcpy(hs.data(), static_cast<std::uint8_t*>(ws[0]->p) + n0 * s.k / 16, hs.size(), cudaMemcpyDeviceToHost), "copy s");
+        Tensor ref(DType::kF32, {s.m, part}), xf(DType::kF32, {s.m, s.k});
+        for (std::int64_t i = 0; i < xf.numel(); ++i) xf.set(i, hx.get(i));
+        quantized_matmul_ref(MatrixView{xf.data(), DType::kF32, s.m, s.k, s.k}, WeightView{hp.data(), hs.data(), ts, part, s.k},
+                             MatrixView{ref.data(), DType::kF32, s.m, part, part});
+        for (std::int64_t m = 0; m < s.m; ++m)
+          for (std::int64_t j = 0; j < part; ++j) {
+            const double a = hy.get(m * s.n + n0 + j), b = ref.get(m * part + j);
+            if (!std::isfinite(a)) finite = false;
+            max_err = std::max(max_err, std::fabs(a - b));
+            max_ref = std::max(max_ref, std::fabs(b));
+          }
+      }
+      q.max_rel_err = max_ref > 0 ? max_err / max_ref : max_err;
+      q.validated = finite && q.max_rel_err <= 1e-2;
+      if (!q.validated)
+        fail("bench", "cuda nvfp4 repacked result does not match the oracle at M=" + std::to_string(s.m) + " N=" +
+                          std::to_string(s.n) + " K=" + std::to_string(s.k) + " (max rel err " + std::to_string(q.max_rel_err) + ")");
+      time_calls(q, opts, copies, st, [&](std::size_t c) { cuda::quantized_matmul_repacked(xv, rview(c), yv, st); });
+      q.gbps = q.bytes / q.us_median / 1e3;
+      q.gflops = 2.0 * s.m * s.n * s.k / q.us_median / 1e3;
+      rows.push_back(q);
+    }
     wp.clear();
     ws.clear();
 

@@ -62,9 +62,14 @@ void fill(void* p, std::size_t n, std::uint64_t seed, int kind, float scale = 1.
 // Device allocation owned by the engine.
 struct DevBuf {
   void* p = nullptr;
+  DevBuf() = default;  // empty: no allocation
   explicit DevBuf(std::size_t n) { ck(cudaMalloc(&p, std::max<std::size_t>(n, 16)), "cudaMalloc"); }
   ~DevBuf() { if (p) cudaFree(p); }
   DevBuf(DevBuf&& o) noexcept : p(o.p) { o.p = nullptr; }
+  DevBuf& operator=(DevBuf&& o) noexcept {
+    std::swap(p, o.p);
+    return *this;
+  }
   DevBuf(const DevBuf&) = delete;
 };
 
@@ -101,6 +106,7 @@ class CudaReplay final : public ReplayEngine {
     } else {
       info_.kernel = "nvfp4::cuda::quantized_matmul, CUDA graph";
     }
+    int repacked = 0;
     fill_traffic(o, ls, dense, info_);
     const DType xt = dense ? DType::kBF16 : o.dtype;
     std::uint64_t seed = o.seed * 1000003 + (dense ? 77 : 0);
@@ -115,6 +121,16 @@ class CudaReplay final : public ReplayEngine {
         s_.emplace_back(nk / kBlockSize);
         fill(w_.back().p, nk / 2, ++seed, 0);
         fill(s_.back().p, nk / kBlockSize, ++seed, 1);
+        // Decode GEMV on weights repacked once at load (docs/perf-cuda.md 7), as an engine would;
+        // the canonical bytes stay for validation and for prefill (the cuBLAS panel path).
+        rp_.emplace_back(), rs_.emplace_back();
+        if (!o.canonical_layout && o.dtype == DType::kBF16 && m <= 16 && cuda::repack_for_gemv_sm90_supported(l.n, l.k)) {
+          rp_.back() = DevBuf(nk / 2);
+          rs_.back() = DevBuf(nk / kBlockSize);
+          cuda::repack_for_gemv_sm90(canonical(w_.size() - 1), static_cast<std::uint8_t*>(rp_.back().p),
+                                     static_cast<std::uint8_t*>(rs_.back().p), stream_);
+          ++repacked;
+        }
       }
       const auto key = std::make_pair(l.k, m);
       if (!x_.count(key)) {
@@ -130,6 +146,9 @@ class CudaReplay final : public ReplayEngine {
       y_.emplace_back(static_cast<std::size_t>(m * l.n * dtype_size(xt)));
     }
     ck(cudaDeviceSynchronize(), "weight generation");
+    if (repacked > 0)
+      info_.kernel = fmt::format("nvfp4::cuda::quantized_matmul_repacked for {} of {} linears (repacked at load), "
+                                 "CUDA graph", repacked, ls.size());
     size_t free1 = 0;
     ck(cudaMemGetInfo(&free1, &total), "cudaMemGetInfo");
     info_.peak_mem_bytes = static_cast<double>(total - free1);
@@ -177,12 +196,23 @@ class CudaReplay final : public ReplayEngine {
                        &alpha, w_[i].p, CUDA_R_16BF, static_cast<int>(l.k), x, CUDA_R_16BF, static_cast<int>(l.k), &beta,
                        y_[i].p, CUDA_R_16BF, static_cast<int>(l.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
           "cublasGemmEx");
+    } else if (rp_[i].p) {
+      const cuda::RepackedWeightView w{static_cast<const std::uint8_t*>(rp_[i].p), static_cast<const std::uint8_t*>(rs_[i].p),
+                                       kTensorScale, l.n, l.k};
+      cuda::quantized_matmul_repacked(MatrixView{x, o_.dtype, m, l.k, l.k}, w, MatrixView{y_[i].p, o_.dtype, m, l.n, l.n},
+                                      stream_);
     } else {
-      const WeightView w{static_cast<const std::uint8_t*>(w_[i].p), static_cast<const std::uint8_t*>(s_[i].p), 1.0f / 4096,
-                         l.n, l.k};
-      cuda::quantized_matmul(MatrixView{x, o_.dtype, m, l.k, l.k}, w, MatrixView{y_[i].p, o_.dtype, m, l.n, l.n}, stream_);
+      cuda::quantized_matmul(MatrixView{x, o_.dtype, m, l.k, l.k}, canonical(i), MatrixView{y_[i].p, o_.dtype, m, l.n, l.n},
+                             stream_);
     }
   }
+
+  // The canonical weight of linear i (device pointers); every replay weight has tensor scale 2^-12.
+  WeightView canonical(std::size_t i) const {
+    return WeightView{static_cast<const std::uint8_t*>(w_[i].p), static_cast<const std::uint8_t*>(s_[i].p), kTensorScale,
+                      ls_[i].n, ls_[i].k};
+  }
+  static constexpr float kTensorScale = 1.0f / 4096;
 
   void validate(DType xt) {
     const auto& l = ls_[0];
@@ -216,7 +246,7 @@ class CudaReplay final : public ReplayEngine {
       std::vector<std::uint8_t> pk(nk / 2), sc(nk / kBlockSize), yr(y.size());
       ck(cudaMemcpy(pk.data(), w_[0].p, pk.size(), cudaMemcpyDeviceToHost), "copy packed");
       ck(cudaMemcpy(sc.data(), s_[0].p, sc.size(), cudaMemcpyDeviceToHost), "copy scales");
-      quantized_matmul_ref(MatrixView{x.data(), xt, rows, l.k, l.k}, WeightView{pk.data(), sc.data(), 1.0f / 4096, l.n, l.k},
+      quantized_matmul_ref(MatrixView{x.data(), xt, rows, l.k, l.k}, WeightView{pk.data(), sc.data(), kTensorScale, l.n, l.k},
                            MatrixView{yr.data(), xt, rows, l.n, l.n});
       for (std::size_t i = 0; i < ref.size(); ++i) ref[i] = load_as_f32(yr.data(), xt, static_cast<std::int64_t>(i));
       tol = xt == DType::kBF16 ? 0x1p-7 : xt == DType::kF16 ? 0x1p-10 : 1e-4;
@@ -258,6 +288,7 @@ class CudaReplay final : public ReplayEngine {
   cublasHandle_t blas_ = nullptr;
   std::unique_ptr<DevBuf> workspace_;
   std::vector<DevBuf> w_, s_, y_;
+  std::vector<DevBuf> rp_, rs_;  // repacked decode weights (empty where the canonical path runs)
   std::map<std::pair<std::int64_t, std::int64_t>, DevBuf> x_;
   cudaGraphExec_t g_layers_ = nullptr, g_rest_ = nullptr;
   cudaEvent_t e0_ = nullptr, e1_ = nullptr, e2_ = nullptr;

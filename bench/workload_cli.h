@@ -26,6 +26,7 @@ struct WorkloadArgs {
   bool no_lm_head = false;
   bool fuse = false;
   double extra_work = 0;
+  bool canonical = false;
   std::uint64_t seed = 1;
   std::vector<std::string> shapes;  // "M,N,K" (compare: a shape workload instead of a model)
 
@@ -43,6 +44,8 @@ struct WorkloadArgs {
     c->add_option("--extra-work", extra_work, "add one extra linear holding this fraction of the weights "
                                               "(0.03 = 3% more work; for testing A/B detection)");
     c->add_option("--seed", seed, "seed of the random weights and activations");
+    c->add_flag("--canonical", canonical, "cuda decode: keep the canonical checkpoint layout instead of the "
+                                          "weights repacked for the GEMV at load time");
   }
 
   // The backend actually used.
@@ -68,6 +71,7 @@ struct WorkloadArgs {
     o.plan.lm_head = !no_lm_head;
     o.plan.fuse = fuse;
     o.plan.extra_work = extra_work;
+    o.canonical_layout = canonical;
     o.dtype = dtype_from_name(dtype);
     o.seed = seed;
     if (!shapes.empty()) {
@@ -99,6 +103,7 @@ struct WorkloadArgs {
     a.insert(a.end(), {"--backend", resolved_backend(), "--dtype", dtype, "--seed", std::to_string(seed)});
     if (no_lm_head) a.push_back("--no-lm-head");
     if (fuse) a.push_back("--fuse");
+    if (canonical) a.push_back("--canonical");
     for (const auto& s : shapes) a.insert(a.end(), {"--shape", s});
     return a;
   }

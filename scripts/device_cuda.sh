@@ -76,6 +76,11 @@ if command -v cuobjdump >/dev/null; then
   awk '/Function :.*gemv_nvfp4_wa_kernelILb0ELi2ELi1E/ {on=1; next} /Function :/ {on=0}
        on && /^ +\/\*[0-9a-f]+\*\// {for (i = 2; i <= NF; i++) if ($i !~ /^@/) {print $i; break}}' /tmp/sass.txt | sed 's/\..*//' | sort | uniq -c | sort -rn > "$OUT/sass_wa_mix.txt"
   head -25 "$OUT/sass_wa_mix.txt"
+  # Same for the repacked kernel (32 rows/warp, M <= 8): docs/perf-cuda.md 7.
+  awk '/Function :.*gemv_nvfp4_rp_kernelILi2ELi1E/ {on=1; next} /Function :/ {on=0}
+       on && /^ +\/\*[0-9a-f]+\*\// {for (i = 2; i <= NF; i++) if ($i !~ /^@/) {print $i; break}}' /tmp/sass.txt | sed 's/\..*//' | sort | uniq -c | sort -rn > "$OUT/sass_rp_mix.txt"
+  echo "repacked kernel (r32, m8):"; head -25 "$OUT/sass_rp_mix.txt"
+  awk '/Function :.*gemv_nvfp4_rp_kernelILi2ELi1E/ {on=1} /Function :/ && !/rp_kernelILi2ELi1E/ {on=0} on' /tmp/sass.txt > "$OUT/sass_rp_r32_m8.txt"
 fi
 
 if want test; then
@@ -91,15 +96,19 @@ fi
 
 if want bench; then
   say "benchmark (bf16, cold weights, built-in table; NVFP4_BENCH_LEGACY=1 adds the first kernel side by side)"
-  NVFP4_BENCH_LEGACY=${NVFP4_BENCH_LEGACY:-1} "$BB" --out "$OUT/bench.json" || STATUS=1
+  # NVFP4_BENCH_SHAPES=MxNxK,... narrows the shapes (default: the driver's list); bf16 rows at
+  # M <= 16 also time the repacked weights (variant nvfp4_repacked) side by side.
+  NVFP4_BENCH_LEGACY=${NVFP4_BENCH_LEGACY:-1} "$BB" --out "$OUT/bench.json" ${NVFP4_BENCH_SHAPES:+--shapes "$NVFP4_BENCH_SHAPES"} || STATUS=1
   if [ -f "$OUT/tuning.json" ]; then
     say "benchmark with the freshly tuned table"
     NVFP4_CUDA_TUNING="$OUT/tuning.json" "$BB" --out "$OUT/bench_tuned.json" \
       --shapes 1x16384x16384,1x16384x28672,1x151936x2560,1x4096x14336,1x28672x4096,1x4096x512,1x4096x4096 || STATUS=1
   fi
-  say "benchmark fp16 / fp32 activations (M=1, 16 at one shape)"
-  "$BB" --dtype f16 --shapes 1x16384x16384,16x16384x16384 || STATUS=1
-  "$BB" --dtype f32 --shapes 1x16384x16384,16x16384x16384 || STATUS=1
+  if [ "${NVFP4_BENCH_OTHER_DTYPES:-1}" = 1 ]; then
+    say "benchmark fp16 / fp32 activations (M=1, 16 at one shape)"
+    "$BB" --dtype f16 --shapes 1x16384x16384,16x16384x16384 || STATUS=1
+    "$BB" --dtype f32 --shapes 1x16384x16384,16x16384x16384 || STATUS=1
+  fi
 fi
 if want replay; then
   say "main job: nvfp4 bench (decode + prefill replay, NVFP4 vs cuBLAS bf16)"
@@ -110,6 +119,9 @@ if want replay; then
     say "A/B on the GPU: B does 3% more work (an extra linear of 3% of the weights) must be 'slower'"
     "$CLI" compare --a self --b "self --extra-work 0.03" --mode decode --rounds 20 \
       --json "$OUT/compare_3pct.json" || STATUS=1
+    say "A/B on the GPU: canonical layout (A) against weights repacked for the GEMV (B)"
+    "$CLI" compare --a "self --canonical" --b self --mode decode --rounds 12 \
+      --json "$OUT/compare_repack.json" || STATUS=1
   else
     echo "no nvfp4 CLI at $CLI: replay skipped"; STATUS=1
   fi

@@ -5,6 +5,8 @@
 // nvfp4::Error saying so.
 #pragma once
 
+#include <cstdint>
+
 #include "nvfp4/tensor.h"
 
 namespace nvfp4::cuda {
@@ -16,5 +18,34 @@ bool available();  // compiled() and a CUDA device is present
 // (throws nvfp4::Error) and checks launch errors.
 void quantized_matmul(const MatrixView& x, const WeightView& w, const MatrixView& y,
                       void* stream = nullptr);
+
+// ---- Repacked weights for the Hopper GEMV (explicit, tested; the canonical path stays) ----
+// A kernel-private layout of the same bytes (N*K/2 packed + N*K/16 scales) in which each
+// lane's 16-byte load is its mma A fragments for 4 k16 steps and the block scales decode with
+// one IMAD (layout: src/kernels/cuda/repack_nvfp4_sm90.h; measurements: docs/perf-cuda.md 7).
+// Needs N % 16 == 0 and K % 128 == 0 (repack_for_gemv_sm90_supported); bad shapes throw.
+struct RepackedWeightView {
+  const std::uint8_t* packed = nullptr;  // N*K/2 bytes, gemv_sm90 layout
+  const std::uint8_t* scales = nullptr;  // N*K/16 bytes, gemv_sm90 layout
+  float tensor_scale = 1.0f;             // unchanged (dequant direction)
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+};
+
+bool repack_for_gemv_sm90_supported(std::int64_t n, std::int64_t k);
+
+// Device repack (asynchronous on `stream`): canonical device weight -> the gemv_sm90 layout.
+// Outputs must not alias the input. Plain C++ reference (host pointers) below; both agree byte
+// for byte (tests/cuda/test_gemv_cuda.cpp). The reference is available in every build.
+void repack_for_gemv_sm90(const WeightView& canonical_dev, std::uint8_t* packed_out_dev,
+                          std::uint8_t* scales_out_dev, void* stream = nullptr);
+void repack_for_gemv_sm90_ref(const WeightView& canonical_host, std::uint8_t* packed_out,
+                              std::uint8_t* scales_out);
+
+// y = x . dequant(w)^T on repacked device weights: bf16 activations (x.cols == K, 16-byte
+// aligned rows), bf16 output, any M (chunks of 16 rows per launch). Same tolerance as
+// quantized_matmul; one-hot rows recover dequantize_ref exactly. Other dtypes throw.
+void quantized_matmul_repacked(const MatrixView& x, const RepackedWeightView& w, const MatrixView& y,
+                               void* stream = nullptr);
 
 }  // namespace nvfp4::cuda

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/repack_nvfp4_sm90.h"
 #include "kernels/cuda/tuning_sm90.h"
 #include "nvfp4/cuda.h"
 #include "nvfp4/error.h"
@@ -79,6 +80,87 @@ TEST(CudaTuning, BadTablesAreErrors) {
   EXPECT_THROW(cuda::gemv_table_from_json(
                    R"({"entries":[{"cc":90,"class":"n_small/k_mid","cols_per_warp":64,"warps_per_block":4,"k_split":1}]})", "x"),
                Error);
+}
+
+
+// ------------------------------------------------------------------------------------------
+// Repacked layout (gemv_sm90): host reference, runs everywhere. Emulates the kernel's decode
+// (repack::decode_word + the scale IMAD + a bf16 multiply, which is exact here) and checks
+// every weight against e2m1 * |scale| bit for bit, including zero, subnormal and NaN scales.
+// ------------------------------------------------------------------------------------------
+std::uint8_t code_at_ref(const QuantizedWeight& w, std::int64_t row, std::int64_t k) {
+  const std::uint8_t b = w.packed[static_cast<std::size_t>(row * (w.k / 2) + k / 2)];
+  return static_cast<std::uint8_t>(k % 2 ? b >> 4 : b & 0xF);
+}
+
+QuantizedWeight repack_test_weight(std::int64_t n, std::int64_t k, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  QuantizedWeight w;
+  w.n = n;
+  w.k = k;
+  w.packed.resize(static_cast<std::size_t>(n * k / 2));
+  w.scales.resize(static_cast<std::size_t>(n * k / 16));
+  for (auto& b : w.packed) b = static_cast<std::uint8_t>(rng());
+  static const std::uint8_t special[] = {0x00, 0x80, 0x01, 0x02, 0x03, 0x07, 0x08, 0x38, 0x7E, 0xFE, 0x7F, 0xFF};
+  for (auto& s : w.scales) s = rng() % 4 == 0 ? special[rng() % 12] : static_cast<std::uint8_t>(rng() % 0x7F);
+  w.stored_scale = 0.5f;
+  return w;
+}
+
+float bf16_bits_to_f32(std::uint32_t b) {
+  const std::uint32_t u = b << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+TEST(CudaRepack, HostReferenceDecodesToTheDequantizedWeights) {
+  for (auto nk : {std::pair<std::int64_t, std::int64_t>{16, 128}, {48, 256}, {32, 1024}}) {
+    const std::int64_t n = nk.first, k = nk.second;
+    const std::uint64_t seed = 31337 + n + k;
+    SCOPED_TRACE("seed " + std::to_string(seed) + " N=" + std::to_string(n) + " K=" + std::to_string(k));
+    const QuantizedWeight qw = repack_test_weight(n, k, seed);
+    std::vector<std::uint8_t> rp(qw.packed.size(), 0xAB), rs(qw.scales.size(), 0xAB);
+    cuda::repack_for_gemv_sm90_ref(qw.view(), rp.data(), rs.data());
+    std::vector<int> seen(static_cast<std::size_t>(n * k), 0);
+    int bad = 0;
+    const std::int64_t chunks = k / 64;
+    for (std::int64_t tl = 0; tl < n / 16; ++tl)
+      for (std::int64_t c = 0; c < chunks; ++c)
+        for (int lane = 0; lane < 32; ++lane) {
+          const int g = lane / 4, t = lane % 4;
+          const std::uint8_t* sb = rs.data() + ((tl * (chunks / 2) + c / 2) * 32 + lane) * 4;
+          for (int j = 0; j < 4; ++j) {
+            std::uint32_t q;
+            std::memcpy(&q, rp.data() + ((tl * chunks + c) * 32 + lane) * 16 + 4 * j, 4);
+            std::uint32_t r[4];
+            cuda::repack::decode_word(q, r);
+            for (int ri = 0; ri < 4; ++ri)
+              for (int half = 0; half < 2; ++half) {
+                const std::int64_t row = tl * 16 + g + 8 * (ri & 1);
+                const std::int64_t kk = c * 64 + 16 * t + 4 * j + (ri >= 2 ? 2 : 0) + half;
+                const std::uint8_t sbyte = sb[2 * (c % 2) + (ri & 1)];
+                const float w16 = bf16_bits_to_f32((r[ri] >> (16 * half)) & 0xFFFFu);
+                const float s16 = bf16_bits_to_f32(sbyte * 16u + 0x7600u);
+                const float got = w16 * s16 * 128.0f;  // exact: <= 6 significant bits, normal range
+                const std::uint8_t code = code_at_ref(qw, row, kk);
+                const float want = e2m1_times_scale(code, qw.scales[row * (k / 16) + kk / 16]);
+                ++seen[row * k + kk];
+                if (!(got == want || (std::isnan(got) && std::isnan(want))) && ++bad <= 5)
+                  ADD_FAILURE() << "row " << row << " k " << kk << ": decoded " << got << " want " << want;
+              }
+          }
+        }
+    EXPECT_EQ(bad, 0);
+    for (std::size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << "weight " << i << " decoded " << seen[i] << " times";
+  }
+  std::vector<std::uint8_t> buf(1024);
+  const QuantizedWeight odd = repack_test_weight(16, 64, 1);
+  EXPECT_THROW(cuda::repack_for_gemv_sm90_ref(odd.view(), buf.data(), buf.data()), Error);  // K % 128 != 0
+  const QuantizedWeight odd2 = repack_test_weight(8, 128, 1);
+  EXPECT_THROW(cuda::repack_for_gemv_sm90_ref(odd2.view(), buf.data(), buf.data()), Error);  // N % 16 != 0
+  EXPECT_FALSE(cuda::repack_for_gemv_sm90_supported(17, 128));
+  EXPECT_TRUE(cuda::repack_for_gemv_sm90_supported(4096, 512));
 }
 
 #if !defined(NVFP4_HAVE_CUDA)
@@ -403,6 +485,129 @@ TEST(CudaGemm, PrefillPathOneHotAndOracle) {
     cuda::quantized_matmul_host(xv, qw.view(), yv);
     check_against_oracle(xv, qw, yv, what + " random M=64");
   }
+}
+
+// Repacked path on the GPU: device repack == host reference byte for byte; one-hot rows recover
+// dequantize_ref exactly; random rows match the oracle (same tolerance) for M = 1..33 and every
+// tile; unsupported dtypes/shapes are errors.
+struct DevWeight {
+  void *p = nullptr, *s = nullptr, *rp = nullptr, *rs = nullptr;
+  std::int64_t n = 0, k = 0;
+  float ts = 1.0f;
+  explicit DevWeight(const QuantizedWeight& w) : n(w.n), k(w.k), ts(w.tensor_scale()) {
+    cudaMalloc(&p, w.packed.size());
+    cudaMalloc(&s, w.scales.size());
+    cudaMalloc(&rp, w.packed.size());
+    cudaMalloc(&rs, w.scales.size());
+    cudaMemcpy(p, w.packed.data(), w.packed.size(), cudaMemcpyHostToDevice);
+    cudaMemcpy(s, w.scales.data(), w.scales.size(), cudaMemcpyHostToDevice);
+    cudaMemset(rp, 0xCD, w.packed.size());
+    cudaMemset(rs, 0xCD, w.scales.size());
+    cuda::repack_for_gemv_sm90(WeightView{static_cast<std::uint8_t*>(p), static_cast<std::uint8_t*>(s), ts, n, k},
+                               static_cast<std::uint8_t*>(rp), static_cast<std::uint8_t*>(rs), nullptr);
+    cudaDeviceSynchronize();
+  }
+  ~DevWeight() {
+    cudaFree(p);
+    cudaFree(s);
+    cudaFree(rp);
+    cudaFree(rs);
+  }
+  cuda::RepackedWeightView view() const {
+    return {static_cast<std::uint8_t*>(rp), static_cast<std::uint8_t*>(rs), ts, n, k};
+  }
+};
+
+void run_repacked(const DevWeight& dw, const Tensor& x, Tensor& y, std::int64_t m, const cuda::GemvTile* tile) {
+  void *dx, *dy;
+  ASSERT_EQ(cudaMalloc(&dx, x.bytes.size()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dy, y.bytes.size()), cudaSuccess);
+  cudaMemcpy(dx, x.data(), x.bytes.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(dy, y.data(), y.bytes.size(), cudaMemcpyHostToDevice);
+  cuda::quantized_matmul_repacked_tile(MatrixView{dx, DType::kBF16, m, dw.k, dw.k}, dw.view(),
+                                       MatrixView{dy, DType::kBF16, m, dw.n, dw.n}, nullptr, tile);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cudaMemcpy(y.data(), dy, y.bytes.size(), cudaMemcpyDeviceToHost);
+  cudaFree(dx);
+  cudaFree(dy);
+}
+
+TEST(CudaRepack, DeviceRepackEqualsReferenceAndMatmulMatches) {
+  REQUIRE_GPU();
+  for (auto nk : {std::pair<std::int64_t, std::int64_t>{16, 128}, {48, 256}, {208, 4096}, {160, 2560}}) {
+    const std::int64_t n = nk.first, k = nk.second;
+    const std::uint64_t seed = 777 + n * 3 + k;
+    SCOPED_TRACE("seed " + std::to_string(seed) + " N=" + std::to_string(n) + " K=" + std::to_string(k));
+    const QuantizedWeight qw = random_weight(n, k, seed);
+    const DevWeight dw(qw);
+    std::vector<std::uint8_t> rp(qw.packed.size()), rs(qw.scales.size()), gp(rp.size()), gs(rs.size());
+    cuda::repack_for_gemv_sm90_ref(qw.view(), rp.data(), rs.data());
+    cudaMemcpy(gp.data(), dw.rp, gp.size(), cudaMemcpyDeviceToHost);
+    cudaMemcpy(gs.data(), dw.rs, gs.size(), cudaMemcpyDeviceToHost);
+    ASSERT_TRUE(rp == gp) << "device repack differs from the host reference (packed)";
+    ASSERT_TRUE(rs == gs) << "device repack differs from the host reference (scales)";
+    // One-hot: 16 rows per launch over a spread of k.
+    Tensor deq(DType::kBF16, {n, k});
+    dequantize_ref(qw.view(), MatrixView{deq.data(), DType::kBF16, n, k, k});
+    std::vector<std::int64_t> ks;
+    for (std::int64_t kk = 0; kk < k; kk += (k <= 256 ? 1 : 13)) ks.push_back(kk);
+    ks.push_back(k - 1);
+    for (std::size_t c = 0; c < ks.size(); c += 16) {
+      const std::int64_t rows = std::min<std::int64_t>(16, static_cast<std::int64_t>(ks.size() - c));
+      Tensor x(DType::kBF16, {rows, k});
+      for (std::int64_t r = 0; r < rows; ++r) x.set(r * k + ks[c + r], 1.0f);
+      Tensor y = nan_tensor(DType::kBF16, rows, n);
+      run_repacked(dw, x, y, rows, nullptr);
+      int bad = 0;
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t j = 0; j < n; ++j) {
+          const float got = y.get(r * n + j), want = deq.get(j * k + ks[c + r]);
+          if (!(got == want) && ++bad <= 5)
+            ADD_FAILURE() << "one-hot y[" << r << "," << j << "] (k=" << ks[c + r] << ") = " << got << ", dequantized " << want;
+        }
+      ASSERT_EQ(bad, 0);
+    }
+    // Random rows against the oracle, table tile and every tile.
+    for (std::int64_t m : {1, 2, 3, 8, 9, 16, 33}) {
+      Tensor x = random_x(DType::kBF16, m, k, seed + m);
+      Tensor y = nan_tensor(DType::kBF16, m, n);
+      run_repacked(dw, x, y, m, nullptr);
+      check_against_oracle(MatrixView{x.data(), DType::kBF16, m, k, k}, qw, MatrixView{y.data(), DType::kBF16, m, n, n},
+                           "repacked M=" + std::to_string(m));
+    }
+    for (std::int64_t m : {1, 16})
+      for (int cols : {16, 32})
+        for (int warps : {1, 4, 16})
+          for (int ksp : {1, 2, 16}) {
+            if (ksp > warps) continue;
+            const cuda::GemvTile tile{cols, warps, ksp};
+            const std::string what = "repacked tile " + std::to_string(cols) + "/" + std::to_string(warps) + "/" +
+                                     std::to_string(ksp) + " M=" + std::to_string(m);
+            Tensor x = random_x(DType::kBF16, m, k, seed + 100 + m);
+            Tensor y = nan_tensor(DType::kBF16, m, n);
+            run_repacked(dw, x, y, m, &tile);
+            check_against_oracle(MatrixView{x.data(), DType::kBF16, m, k, k}, qw, MatrixView{y.data(), DType::kBF16, m, n, n}, what);
+          }
+  }
+  // Errors, not crashes: fp16 activations, an unsupported shape, host pointers.
+  const QuantizedWeight qw = random_weight(16, 128, 5);
+  const DevWeight dw(qw);
+  void *dx, *dy;
+  ASSERT_EQ(cudaMalloc(&dx, 16 * 128 * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dy, 16 * 16 * 4), cudaSuccess);
+  EXPECT_THROW(cuda::quantized_matmul_repacked(MatrixView{dx, DType::kF16, 1, 128, 128}, dw.view(),
+                                               MatrixView{dy, DType::kF16, 1, 16, 16}), Error);
+  cuda::RepackedWeightView bad = dw.view();
+  bad.k = 64;
+  EXPECT_THROW(cuda::quantized_matmul_repacked(MatrixView{dx, DType::kBF16, 1, 64, 64}, bad,
+                                               MatrixView{dy, DType::kBF16, 1, 16, 16}), Error);
+  Tensor hx = random_x(DType::kBF16, 1, 128, 1);
+  EXPECT_THROW(cuda::quantized_matmul_repacked(MatrixView{hx.data(), DType::kBF16, 1, 128, 128}, dw.view(),
+                                               MatrixView{dy, DType::kBF16, 1, 16, 16}), Error);
+  EXPECT_THROW(cuda::repack_for_gemv_sm90(WeightView{static_cast<std::uint8_t*>(dw.p), static_cast<std::uint8_t*>(dw.s), 1.0f, 16, 128},
+                                          static_cast<std::uint8_t*>(dw.p), static_cast<std::uint8_t*>(dw.rs), nullptr), Error);  // aliasing
+  cudaFree(dx);
+  cudaFree(dy);
 }
 
 #endif  // NVFP4_HAVE_CUDA

@@ -11,6 +11,12 @@ void quantized_matmul(const MatrixView&, const WeightView&, const MatrixView&, v
 void quantized_matmul_host(const MatrixView&, const WeightView&, const MatrixView&) {
   fail("quantized_matmul", "backend=cuda requested but this build of nvfp4 has no CUDA backend");
 }
+void repack_for_gemv_sm90(const WeightView&, std::uint8_t*, std::uint8_t*, void*) {
+  fail("cuda::repack_for_gemv_sm90", "this build of nvfp4 has no CUDA backend (the host reference repack_for_gemv_sm90_ref works)");
+}
+void quantized_matmul_repacked(const MatrixView&, const RepackedWeightView&, const MatrixView&, void*) {
+  fail("cuda::quantized_matmul_repacked", "this build of nvfp4 has no CUDA backend");
+}
 }  // namespace nvfp4::cuda
 
 // The autotuner needs the CUDA backend too.

@@ -38,6 +38,9 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <algorithm>
+
+#include "kernels/cuda/repack_nvfp4_sm90.h"
 #include "nvfp4/dtype.h"
 
 namespace nvfp4::cuda {
@@ -548,6 +551,214 @@ bool wa_ok(const GemvArgs& a, const GemvTile& tile) {
   return !tile.legacy && a.k > 0 && a.k % 64 == 0 && reinterpret_cast<std::uintptr_t>(a.packed) % 16 == 0 &&
          reinterpret_cast<std::uintptr_t>(a.scales) % 4 == 0 && a.pieces * a.m_rows == 1;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Repacked kernel ("rp"): weights in the gemv_sm90 layout (repack_nvfp4_sm90.h), bf16 only,
+// M = 1..16 (NB = 1 n8 tile for M <= 8, 2 for M <= 16). Per lane and 64-k chunk: one 16-byte
+// load = 32 weights = the A fragments of 4 mma steps for rows g, g+8; per 2 chunks one 4-byte
+// scale load. Per 32 weights (bf16 SASS budget, predicted): decode 4 x 8 ops, 16 HMUL2, 4 HMMA
+// per n8 tile, 4 scale ops, ~1 activation load (shared by the RT row tiles): ~2 per weight
+// against 3.7 for the wa kernel (docs/perf-cuda.md 7). B = the lane's own activation words
+// (no PRMT). Addressing: one 64-bit base per row tile, 32-bit offsets, a register double buffer
+// of weights + scales (the next chunk pair is in flight while this one is computed).
+// ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ std::uint32_t ld_stream4(const std::uint8_t* p) {
+  std::uint32_t v;
+  asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ void rp_decode(std::uint32_t q, std::uint32_t r[4]) {
+  r[0] = q & repack::kMaskP;
+  r[1] = __funnelshift_r(q, q, 6) & repack::kMaskP;
+  r[2] = __funnelshift_r(q, q, 12) & repack::kMaskP;
+  r[3] = ((q << 6) & 0x80C080C0u) | ((q >> 2) & 0x01000100u);
+}
+
+// Private scale byte `sel` of s -> bf16x2 (|scale| * 2^119, broadcast): PRMT + IMAD.
+template <int SEL>
+__device__ __forceinline__ std::uint32_t rp_scale(std::uint32_t s) {
+  const std::uint32_t v = prmt(s, 0u, 0x4040u | (SEL << 8) | SEL);  // byte SEL at bytes 0 and 2
+  return v * 16u + 0x76007600u;
+}
+
+template <int RT, int NB>
+__global__ void __launch_bounds__(512) gemv_nvfp4_rp_kernel(GemvArgs p, int k_split) {
+  constexpr int kRows = 16 * RT;
+  extern __shared__ float rp_red[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int nwarps = blockDim.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int slice = warp % k_split, grp = warp / k_split, groups = nwarps / k_split;
+  const int ntiles = static_cast<int>(p.n / 16);
+  const int tile0 = (blockIdx.x * groups + grp) * RT;
+  const int npairs = static_cast<int>(p.k / 128);
+  const int per = (npairs + k_split - 1) / k_split;
+  const int c_beg = min(npairs, slice * per);
+  const int c_end = min(npairs, c_beg + per);
+  const int mr = p.m_rows;
+
+  const std::uint8_t* wt[RT];
+  const std::uint8_t* st[RT];
+#pragma unroll
+  for (int r = 0; r < RT; ++r) {
+    const int tl = tile0 + r < ntiles ? tile0 + r : 0;  // past the end: read tile 0, store nothing
+    wt[r] = p.packed + static_cast<std::size_t>(tl) * (8 * p.k) + lane * 16;
+    st[r] = p.scales + static_cast<std::size_t>(tl) * p.k + lane * 4;
+  }
+  const std::uint16_t* xr[NB];
+  bool xv[NB];
+#pragma unroll
+  for (int b = 0; b < NB; ++b) {
+    const int row = 8 * b + g;
+    xv[b] = row < mr;
+    xr[b] = static_cast<const std::uint16_t*>(p.a) + (xv[b] ? row : 0) * p.a_stride + 16 * t;
+  }
+  float acc[RT][NB][4];
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[r][b][c] = 0.0f;
+
+  auto load = [&](int cp, uint4 (&w)[RT][2], std::uint32_t (&s)[RT]) {
+    const std::uint32_t wo = static_cast<std::uint32_t>(cp) * 1024u, so = static_cast<std::uint32_t>(cp) * 128u;
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+      w[r][0] = ld_stream16(wt[r] + wo);
+      w[r][1] = ld_stream16(wt[r] + wo + 512);
+      s[r] = ld_stream4(st[r] + so);
+    }
+  };
+  auto compute = [&](int cp, const uint4 (&w)[RT][2], const std::uint32_t (&s)[RT]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      std::uint32_t xw[NB][8];
+#pragma unroll
+      for (int b = 0; b < NB; ++b) {
+        uint4 v0 = make_uint4(0, 0, 0, 0), v1 = v0;
+        if (xv[b]) {
+          const uint4* px = reinterpret_cast<const uint4*>(xr[b] + (2 * cp + h) * 64);
+          v0 = __ldg(px);
+          v1 = __ldg(px + 1);
+        }
+        xw[b][0] = v0.x; xw[b][1] = v0.y; xw[b][2] = v0.z; xw[b][3] = v0.w;
+        xw[b][4] = v1.x; xw[b][5] = v1.y; xw[b][6] = v1.z; xw[b][7] = v1.w;
+      }
+#pragma unroll
+      for (int r = 0; r < RT; ++r) {
+        const std::uint32_t sg = h ? rp_scale<2>(s[r]) : rp_scale<0>(s[r]);
+        const std::uint32_t sg8 = h ? rp_scale<3>(s[r]) : rp_scale<1>(s[r]);
+        const uint4 q4 = w[r][h];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const std::uint32_t q = j == 0 ? q4.x : (j == 1 ? q4.y : (j == 2 ? q4.z : q4.w));
+          std::uint32_t d[4];
+          rp_decode(q, d);
+          d[0] = mul2<false>(d[0], sg);
+          d[1] = mul2<false>(d[1], sg8);
+          d[2] = mul2<false>(d[2], sg);
+          d[3] = mul2<false>(d[3], sg8);
+#pragma unroll
+          for (int b = 0; b < NB; ++b)
+            mma16816<false>(acc[r][b], d[0], d[1], d[2], d[3], xw[b][2 * j], xw[b][2 * j + 1]);
+        }
+      }
+    }
+  };
+  uint4 wa[RT][2], wb[RT][2];
+  std::uint32_t sa[RT], sb[RT];
+  if (c_beg < c_end) load(c_beg, wa, sa);
+  for (int cp = c_beg; cp < c_end; cp += 2) {
+    if (cp + 1 < c_end) load(cp + 1, wb, sb);  // warp-uniform
+    compute(cp, wa, sa);
+    if (cp + 1 >= c_end) break;
+    if (cp + 2 < c_end) load(cp + 2, wa, sa);
+    compute(cp + 1, wb, sb);
+  }
+
+  // Partials -> shared memory [warp][activation row][row], fixed-order sum over the K split.
+  float* mine = rp_red + static_cast<std::size_t>(warp) * mr * kRows;
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int m = 8 * b + 2 * t + (c & 1);
+        const int row = 16 * r + g + 8 * (c >> 1);
+        if (m < mr) mine[m * kRows + row] = acc[r][b][c];
+      }
+  __syncthreads();
+  const int rows_blk = groups * kRows;
+  const DType yt = static_cast<DType>(p.y_dtype);
+  for (int o = threadIdx.x; o < mr * rows_blk; o += blockDim.x) {
+    const int m = o / rows_blk, c = o % rows_blk;
+    const int gr = c / kRows, cc = c % kRows;
+    const std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * rows_blk + c;
+    if (n >= p.n) continue;
+    float sum = 0.0f;
+    for (int sl = 0; sl < k_split; ++sl) sum += rp_red[(static_cast<std::size_t>(gr * k_split + sl) * mr + m) * kRows + cc];
+    store_from_f32(p.y, yt, m * p.y_stride + n, (sum * 128.0f) * p.tensor_scale);
+  }
+}
+
+template <int RT, int NB>
+cudaError_t launch_rp(const GemvArgs& a, const GemvTile& tile, cudaStream_t stream) {
+  const int warps = tile.warps_per_block, ks = tile.k_split;
+  const int groups = warps / ks;
+  const std::int64_t rows_blk = static_cast<std::int64_t>(groups) * 16 * RT;
+  const std::int64_t blocks = (a.n + rows_blk - 1) / rows_blk;
+  const std::size_t smem = static_cast<std::size_t>(warps) * a.m_rows * 16 * RT * sizeof(float);  // <= 32 KB
+  gemv_nvfp4_rp_kernel<RT, NB><<<static_cast<unsigned>(blocks), warps * 32, smem, stream>>>(a, ks);
+  return cudaGetLastError();
+}
+
+// One thread per (row tile, chunk, lane): 16 packed bytes, and the 4 scale bytes on even chunks.
+__global__ void repack_nvfp4_kernel(const std::uint8_t* packed, const std::uint8_t* scales, std::int64_t n, std::int64_t k,
+                                    std::uint8_t* out_p, std::uint8_t* out_s) {
+  const std::int64_t chunks = k / 64, total = (n / 16) * chunks * 32;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const int lane = static_cast<int>(i % 32);
+    const std::int64_t c = (i / 32) % chunks, tl = i / 32 / chunks;
+    std::uint32_t q[4];
+    repack::lane_words(packed, scales, k, tl, c, lane, q);
+    reinterpret_cast<uint4*>(out_p)[i] = make_uint4(q[0], q[1], q[2], q[3]);
+    if (c % 2 == 0) {
+      std::uint8_t s[4];
+      repack::lane_scales(scales, k, tl, c / 2, lane, s);
+      reinterpret_cast<std::uint32_t*>(out_s)[(tl * (chunks / 2) + c / 2) * 32 + lane] =
+          s[0] | (s[1] << 8) | (s[2] << 16) | (static_cast<std::uint32_t>(s[3]) << 24);
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t repack_nvfp4_sm90(const std::uint8_t* packed, const std::uint8_t* scales, std::int64_t n, std::int64_t k,
+                              std::uint8_t* out_p, std::uint8_t* out_s, cudaStream_t stream) {
+  const std::int64_t total = (n / 16) * (k / 64) * 32;
+  const int threads = 256;
+  const int blocks = static_cast<int>(std::min<std::int64_t>((total + threads - 1) / threads, 65535));
+  repack_nvfp4_kernel<<<blocks, threads, 0, stream>>>(packed, scales, n, k, out_p, out_s);
+  return cudaGetLastError();
+}
+
+cudaError_t gemv_nvfp4_sm90_repacked(const GemvArgs& a, const GemvTile& tile, cudaStream_t stream) {
+  const bool rt2 = tile.cols_per_warp == 32, nb2 = a.m_rows > 8;
+  if (nb2) return rt2 ? launch_rp<2, 2>(a, tile, stream) : launch_rp<1, 2>(a, tile, stream);
+  return rt2 ? launch_rp<2, 1>(a, tile, stream) : launch_rp<1, 1>(a, tile, stream);
+}
+
+const char* gemv_nvfp4_sm90_repacked_name(const GemvArgs& a, const GemvTile& tile) {
+  const bool rt2 = tile.cols_per_warp == 32, nb2 = a.m_rows > 8;
+  return nb2 ? (rt2 ? "gemv_nvfp4_sm90_rp_r32_m16" : "gemv_nvfp4_sm90_rp_r16_m16")
+             : (rt2 ? "gemv_nvfp4_sm90_rp_r32_m8" : "gemv_nvfp4_sm90_rp_r16_m8");
+}
+
+namespace {
 
 }  // namespace
 

@@ -206,6 +206,80 @@ void quantized_matmul(const MatrixView& x, const WeightView& w, const MatrixView
   quantized_matmul_tile(x, w, y, stream, nullptr, nullptr);
 }
 
+void repack_for_gemv_sm90(const WeightView& w, std::uint8_t* packed_out, std::uint8_t* scales_out, void* stream_v) {
+  const char* op = "cuda::repack_for_gemv_sm90";
+  const std::string shape = "N=" + std::to_string(w.n) + " K=" + std::to_string(w.k);
+  if (!repack_for_gemv_sm90_supported(w.n, w.k)) fail(op, "needs N % 16 == 0 and K % 128 == 0 (got " + shape + ")");
+  if (!available()) fail(op, "no usable CUDA device (need compute capability 9.0) for " + shape);
+  require_device_pointer(w.packed, op, "packed", shape);
+  require_device_pointer(w.scales, op, "scales", shape);
+  require_device_pointer(packed_out, op, "packed output", shape);
+  require_device_pointer(scales_out, op, "scales output", shape);
+  if (reinterpret_cast<std::uintptr_t>(packed_out) % 16 != 0 || reinterpret_cast<std::uintptr_t>(scales_out) % 4 != 0)
+    fail(op, "outputs must be 16-byte (packed) and 4-byte (scales) aligned (" + shape + ")");
+  const std::size_t pb = static_cast<std::size_t>(w.n) * (w.k / 2), sb = static_cast<std::size_t>(w.n) * (w.k / 16);
+  auto overlap = [](const void* a, std::size_t an, const void* b, std::size_t bn) {
+    const auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
+    return x < y + bn && y < x + an;
+  };
+  if (overlap(packed_out, pb, w.packed, pb) || overlap(packed_out, pb, w.scales, sb) || overlap(scales_out, sb, w.packed, pb) ||
+      overlap(scales_out, sb, w.scales, sb) || overlap(packed_out, pb, scales_out, sb))
+    fail(op, "outputs must not overlap the inputs or each other (" + shape + ")");
+  check(repack_nvfp4_sm90(w.packed, w.scales, w.n, w.k, packed_out, scales_out, static_cast<cudaStream_t>(stream_v)), op,
+        "kernel launch for " + shape);
+}
+
+void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightView& w, const MatrixView& y, void* stream_v,
+                                    const GemvTile* tile_in, std::string* kernel_name) {
+  const char* op = "cuda::quantized_matmul_repacked";
+  const WeightView wv{w.packed, w.scales, w.tensor_scale, w.n, w.k};
+  validate_matmul(op, x, wv, y);
+  const std::string shape = shape_of(x, wv);
+  if (!repack_for_gemv_sm90_supported(w.n, w.k)) fail(op, "repacked weights need N % 16 == 0 and K % 128 == 0 (" + shape + ")");
+  if (x.dtype != DType::kBF16 || y.dtype != DType::kBF16)
+    fail(op, "repacked weights run bf16 activations and output only (" + shape + "); use quantized_matmul on the canonical weight");
+  if (x.rows == 0) return;
+  if (!available()) fail(op, "no usable CUDA device (need compute capability 9.0) for " + shape);
+  if (x.cols != w.k || reinterpret_cast<std::uintptr_t>(x.data) % 16 != 0 || (x.rows > 1 && (x.stride * 2) % 16 != 0))
+    fail(op, "activations must have K columns, a 16-byte aligned base and row stride (" + shape + ")");
+  if (reinterpret_cast<std::uintptr_t>(w.packed) % 16 != 0 || reinterpret_cast<std::uintptr_t>(w.scales) % 4 != 0)
+    fail(op, "repacked packed/scales must be 16/4-byte aligned (" + shape + ")");
+  if (w.n > (std::int64_t{1} << 30) || w.k > (std::int64_t{1} << 26)) fail(op, "shape too large (" + shape + ")");
+  require_device_pointer(w.packed, op, "packed", shape);
+  require_device_pointer(w.scales, op, "scales", shape);
+  require_device_pointer(x.data, op, "activation", shape);
+  require_device_pointer(y.data, op, "output", shape);
+  if (tile_in && !gemv_tile_valid(*tile_in))
+    fail(op, "invalid tile cols_per_warp=" + std::to_string(tile_in->cols_per_warp) + " warps_per_block=" +
+                 std::to_string(tile_in->warps_per_block) + " k_split=" + std::to_string(tile_in->k_split));
+  const GemvTile tile = tile_in ? *tile_in : gemv_lookup_tile(device_cc(), w.n, w.k);
+  cudaStream_t stream = static_cast<cudaStream_t>(stream_v);
+  std::string name;
+  cudaError_t err = cudaSuccess;
+  for (std::int64_t m0 = 0; m0 < x.rows && err == cudaSuccess; m0 += kMaxRows) {
+    GemvArgs a;
+    a.packed = w.packed;
+    a.scales = w.scales;
+    a.tensor_scale = w.tensor_scale;
+    a.n = w.n;
+    a.k = w.k;
+    a.m_rows = static_cast<int>(std::min<std::int64_t>(kMaxRows, x.rows - m0));
+    a.a = static_cast<const char*>(x.data) + m0 * x.stride * 2;
+    a.a_stride = x.stride;
+    a.y = static_cast<char*>(y.data) + m0 * y.stride * 2;
+    a.y_dtype = static_cast<int>(y.dtype);
+    a.y_stride = y.stride;
+    if (name.empty()) name = gemv_nvfp4_sm90_repacked_name(a, tile);
+    err = gemv_nvfp4_sm90_repacked(a, tile, stream);
+  }
+  check(err, op, "kernel launch for " + shape);
+  if (kernel_name) *kernel_name = name;
+}
+
+void quantized_matmul_repacked(const MatrixView& x, const RepackedWeightView& w, const MatrixView& y, void* stream) {
+  quantized_matmul_repacked_tile(x, w, y, stream, nullptr, nullptr);
+}
+
 namespace {
 
 // Owning device buffer for the host path.

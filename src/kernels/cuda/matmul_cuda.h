@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kernels/cuda/tuning_sm90.h"
+#include "nvfp4/cuda.h"
 #include "nvfp4/tensor.h"
 
 namespace nvfp4::cuda {
@@ -13,6 +14,10 @@ namespace nvfp4::cuda {
 // (nullptr: the table's). `kernel_name`, when given, receives the variant that ran.
 void quantized_matmul_tile(const MatrixView& x, const WeightView& w, const MatrixView& y, void* stream,
                            const GemvTile* tile, std::string* kernel_name = nullptr);
+
+// As nvfp4::cuda::quantized_matmul_repacked, with an explicit tile (nullptr: the table's).
+void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightView& w, const MatrixView& y, void* stream,
+                                    const GemvTile* tile, std::string* kernel_name = nullptr);
 
 // Compute capability (major*10+minor) of the current device; 0 without one.
 int device_cc();

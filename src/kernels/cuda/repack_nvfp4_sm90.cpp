@@ -1,0 +1,36 @@
+// kernels/cuda/repack_nvfp4_sm90.cpp -- host reference of the gemv_sm90 repack (layout in
+// repack_nvfp4_sm90.h) and its shape rule. Plain C++: built with and without CUDA.
+#include "kernels/cuda/repack_nvfp4_sm90.h"
+
+#include <cstring>
+#include <string>
+
+#include "nvfp4/cuda.h"
+#include "nvfp4/error.h"
+
+namespace nvfp4::cuda {
+
+bool repack_for_gemv_sm90_supported(std::int64_t n, std::int64_t k) { return repack::shape_ok(n, k); }
+
+void repack_for_gemv_sm90_ref(const WeightView& w, std::uint8_t* packed_out, std::uint8_t* scales_out) {
+  const char* op = "cuda::repack_for_gemv_sm90_ref";
+  if (!repack::shape_ok(w.n, w.k))
+    fail(op, "needs N % 16 == 0 and K % 128 == 0 (got N=" + std::to_string(w.n) + " K=" + std::to_string(w.k) + ")");
+  if (!w.packed || !w.scales || !packed_out || !scales_out)
+    fail(op, "null pointer (N=" + std::to_string(w.n) + " K=" + std::to_string(w.k) + ")");
+  const std::int64_t tiles = w.n / 16, chunks = w.k / 64;
+  for (std::int64_t tl = 0; tl < tiles; ++tl)
+    for (std::int64_t c = 0; c < chunks; ++c)
+      for (int lane = 0; lane < 32; ++lane) {
+        std::uint32_t q[4];
+        repack::lane_words(w.packed, w.scales, w.k, tl, c, lane, q);
+        std::memcpy(packed_out + ((tl * chunks + c) * 32 + lane) * 16, q, 16);  // little-endian words
+        if (c % 2 == 0) {
+          std::uint8_t s[4];
+          repack::lane_scales(w.scales, w.k, tl, c / 2, lane, s);
+          std::memcpy(scales_out + ((tl * (chunks / 2) + c / 2) * 32 + lane) * 4, s, 4);
+        }
+      }
+}
+
+}  // namespace nvfp4::cuda

@@ -1,0 +1,135 @@
+// kernels/cuda/repack_nvfp4_sm90.h -- the kernel-private "gemv_sm90" weight layout: one
+// definition shared by the host reference repack (repack_nvfp4_sm90.cpp), the device repack
+// kernel and the repacked GEMV (gemv_nvfp4_sm90.cu). Plain C++ with NVFP4_HD (no CUDA headers).
+//
+// Why: docs/perf-cuda.md 6 measured the canonical-layout kernels issue-bound at 3.7-5.3 SASS
+// instructions per weight (decode 13 ops / 8 weights, PRMTs for the activations, scale
+// conversion, addressing). This layout is chosen so that the mma operands fall out of the loads:
+//
+// Shape: N % 16 == 0, K % 128 == 0. Same byte count as the canonical layout (N*K/2 + N*K/16).
+// Rows are grouped in tiles of 16 (the mma's M), K in chunks of 64 (4 mma k16 steps).
+//
+// packed: [tile = N/16][chunk = K/64][lane 0..31][16 bytes]. Lane (g, t) = (lane/4, lane%4)
+//   holds rows g and g+8 of the tile at the chunk's k's [16t, 16t+16) (one E4M3 block per row):
+//   32 weights. Its 4 u32 words: word j = the A fragment of mma step j (a0..a3), where mma slot
+//   pair (2t, 2t+1) is physical k (16t+4j, 16t+4j+1) and slot pair (2t+8, 2t+9) is
+//   (16t+4j+2, 16t+4j+3):
+//     a0 = row g   (k0, k0+1)   a1 = row g+8 (k0, k0+1)
+//     a2 = row g   (k0+2, k0+3) a3 = row g+8 (k0+2, k0+3)     with k0 = 16t + 4j.
+//   Then the mma's B operand (activations) for step j is simply the lane's activation words
+//   (x[16t+4j], x[16t+4j+1]) and (x[16t+4j+2], x[16t+4j+3]): two aligned bf16 pairs, no PRMT.
+//   Inside a word, each register r (a0..a3 = r0..r3) is a bf16 pair whose halves carry one E2M1
+//   code each at bits (sign, e1, e0, m) = (15, 8, 7, 6) (+16 for the high half): that reads as
+//   e2m1 * 2^-126 (code 1 is a bf16 subnormal). The decode, per word q (8 ops for 4 registers):
+//     r0 = q & M                        M = 0x81C081C0 (bits 6,7,8,15,22,23,24,31)
+//     r1 = rotr(q, 6) & M
+//     r2 = rotr(q, 12) & M
+//     r3 = ((q << 6) & 0x80C080C0) | ((q >> 2) & 0x01000100)
+//   (No 4 rotations of M tile 32 bits -- {6,7,8,15} does not tile Z16, checked exhaustively --
+//   so the 4th register takes two shifts.) The repack places each weight bit at the source bit
+//   of its target (kSrcBit below), so decode(repack(w)) is the identity by construction.
+//
+// scales: [tile][chunk pair = K/128][lane][4 bytes]: bytes (row g, block t of chunk 2c),
+//   (row g+8, same), (row g, block t of chunk 2c+1), (row g+8, same). Each byte is the block
+//   scale re-encoded so that one IMAD yields the broadcast bf16x2 of |scale| * 2^119:
+//     bf16 bits = byte * 16 + 0x7600   (byte = (E << 3) | m, |scale| = 2^(E-10) * (1 + m/8))
+//   E4M3 subnormals become normal here (E = 1..3), E4M3 NaN becomes byte 159 (bf16 0x7FF0,
+//   a NaN). A zero scale becomes byte 0 and its block's 16 codes are stored as +0: the block
+//   dequantizes to zeros either way (the oracle may give -0; they compare equal), and
+//   x * 0 keeps NaN/Inf propagation (Inf * 0 = NaN on both sides).
+//   Product: e2m1 * 2^-126 * |s| * 2^119 = e2m1 * |s| * 2^-7, exact (<= 6 significant bits);
+//   the 2^7 returns with the tensor scale on the fp32 result, as in the canonical kernels.
+#pragma once
+
+#include <cstdint>
+
+#include "nvfp4/format.h"
+
+namespace nvfp4::cuda::repack {
+
+constexpr int kTileRows = 16;
+constexpr int kChunkK = 64;
+constexpr std::uint32_t kMaskP = 0x81C081C0u;
+
+inline bool shape_ok(std::int64_t n, std::int64_t k) { return n > 0 && k > 0 && n % 16 == 0 && k % 128 == 0; }
+
+// Bit position p (0..31) inside register r (0..3) of a decoded word: p = 16*h + b with
+// b in {6,7,8,15}: half h, nibble bit (m, e0, e1, s) = (6, 7, 8, 15). Source bit in q:
+NVFP4_HD int src_bit(int r, int p) {
+  switch (r) {
+    case 0: return p;
+    case 1: return (p + 6) & 31;
+    case 2: return (p + 12) & 31;
+    default: {
+      const int b = p & 15;
+      return b == 8 ? p + 2 : p - 6;  // (q >> 2) feeds bits 8, 24; (q << 6) the rest
+    }
+  }
+}
+
+NVFP4_HD int nibble_bit_pos(int bit) {  // E2M1 bit 0..3 (m, e0, e1, s) -> bf16 bit in a half
+  return bit == 0 ? 6 : (bit == 1 ? 7 : (bit == 2 ? 8 : 15));
+}
+
+// The private scale byte of an E4M3 byte (see the header comment).
+NVFP4_HD std::uint8_t scale_byte(std::uint8_t e4m3) {
+  const std::uint8_t a = static_cast<std::uint8_t>(e4m3 & 0x7Fu);
+  if (a == 0x7Fu) return 159;  // NaN
+  if (a == 0) return 0;
+  const float v = e4m3_to_float(a) * 0x1p119f;  // exact, in [2^110, 2^127.8]
+  const std::uint32_t b16 = f32_bits(v) >> 16;   // <= 4 significant bits: the top 16 bits are exact
+  return static_cast<std::uint8_t>((b16 - 0x7600u) >> 4);
+}
+
+// Reads the canonical E2M1 code of (row, k).
+NVFP4_HD std::uint8_t code_at(const std::uint8_t* packed, std::int64_t k_total, std::int64_t row, std::int64_t k) {
+  const std::uint8_t byte = packed[row * (k_total / 2) + k / 2];
+  return static_cast<std::uint8_t>((k & 1) ? (byte >> 4) : (byte & 0xF));
+}
+
+// The 16 packed bytes (4 words) of (tile, chunk, lane), from canonical packed/scales.
+NVFP4_HD void lane_words(const std::uint8_t* packed, const std::uint8_t* scales, std::int64_t k_total, std::int64_t tile,
+                         std::int64_t chunk, int lane, std::uint32_t out[4]) {
+  const int g = lane >> 2, t = lane & 3;
+  const std::int64_t rows[2] = {tile * 16 + g, tile * 16 + g + 8};
+  const std::int64_t blk = chunk * 4 + t;  // block index along K
+  bool zero[2];
+  for (int h = 0; h < 2; ++h) zero[h] = (scales[rows[h] * (k_total / 16) + blk] & 0x7Fu) == 0;
+  for (int j = 0; j < 4; ++j) {
+    std::uint32_t q = 0;
+    for (int r = 0; r < 4; ++r) {
+      const int rh = r & 1;                                      // a0/a2: row g, a1/a3: row g+8
+      const std::int64_t k0 = chunk * 64 + 16 * t + 4 * j + (r >= 2 ? 2 : 0);
+      for (int half = 0; half < 2; ++half) {
+        const std::uint8_t c = zero[rh] ? 0 : code_at(packed, k_total, rows[rh], k0 + half);
+        for (int bit = 0; bit < 4; ++bit) {
+          const int p = 16 * half + nibble_bit_pos(bit);
+          if ((c >> bit) & 1) q |= 1u << src_bit(r, p);
+        }
+      }
+    }
+    out[j] = q;
+  }
+}
+
+// The 4 scale bytes of (tile, chunk pair, lane).
+NVFP4_HD void lane_scales(const std::uint8_t* scales, std::int64_t k_total, std::int64_t tile, std::int64_t cpair, int lane,
+                          std::uint8_t out[4]) {
+  const int g = lane >> 2, t = lane & 3;
+  for (int i = 0; i < 4; ++i) {
+    const std::int64_t row = tile * 16 + g + 8 * (i & 1);
+    const std::int64_t blk = (2 * cpair + (i >> 1)) * 4 + t;
+    out[i] = scale_byte(scales[row * (k_total / 16) + blk]);
+  }
+}
+
+// The decode as the kernel does it (also used by the host self-test).
+NVFP4_HD std::uint32_t rotr32(std::uint32_t q, int d) { return (q >> d) | (q << (32 - d)); }
+NVFP4_HD void decode_word(std::uint32_t q, std::uint32_t r[4]) {
+  r[0] = q & kMaskP;
+  r[1] = rotr32(q, 6) & kMaskP;
+  r[2] = rotr32(q, 12) & kMaskP;
+  r[3] = ((q << 6) & 0x80C080C0u) | ((q >> 2) & 0x01000100u);
+}
+
+}  // namespace nvfp4::cuda::repack
