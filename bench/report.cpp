@@ -129,6 +129,8 @@ nlohmann::json to_json(const CompareRun& run, const CompareStats& s, const nlohm
           {"ratio_of_medians", s.ratio_of_medians},
           {"log_ratio_sigma", s.log_ratio_sigma},
           {"verdict", verdict_text(s.verdict)},
+          {"min_effect", s.min_effect},
+          {"below_threshold", s.below_threshold},
           {"effect", s.effect},
           {"rounds_needed", s.rounds_needed},
           {"detectable_effect", s.detectable_effect}};
@@ -181,7 +183,11 @@ std::string compare_text(const CompareRun& run, const CompareStats& s) {
   o += fmt::format("{} rounds (A B B A ...): median A {:.1f} us, median B {:.1f} us\n", s.rounds, s.median_a, s.median_b);
   o += fmt::format("B/A = {:.4f} ({:+.2f}%), {:.0f}% CI [{:.4f}, {:.4f}] (bootstrap of the median per-round ratio)\n", s.ratio,
                    (s.ratio - 1) * 100, s.confidence * 100, s.ci_low, s.ci_high);
-  o += fmt::format("verdict: {}\n", verdict_text(s.verdict));
+  o += fmt::format("verdict: {}", verdict_text(s.verdict));
+  if (s.below_threshold)
+    o += fmt::format(" (the CI excludes 1, but {:+.2f}% is below the {:.2f}% smallest effect of interest: two processes "
+                     "of one build differ by that much)", (s.ratio - 1) * 100, s.min_effect * 100);
+  o += "\n";
   o += fmt::format("per-round noise {:.2f}% (robust sd of log B/A): these rounds detect a {:.2f}% change; a {:.1f}% change needs {} rounds\n",
                    s.log_ratio_sigma * 100, s.detectable_effect * 100, s.effect * 100, s.rounds_needed);
   return o;

@@ -62,10 +62,11 @@ double detectable_effect(double sigma, int rounds, double confidence, double pow
 }
 
 CompareStats compare_samples(const std::vector<double>& a, const std::vector<double>& b, double confidence,
-                             double effect, std::uint64_t seed, int resamples) {
+                             double effect, std::uint64_t seed, int resamples, double min_effect) {
   if (a.size() != b.size() || a.size() < 2)
     fail("compare", "need the same number (>= 2) of A and B samples, got " + std::to_string(a.size()) + " and " +
                         std::to_string(b.size()));
+  if (!(min_effect >= 0 && min_effect < 1)) fail("compare", "min_effect " + std::to_string(min_effect) + " outside [0, 1)");
   if (!(confidence > 0.5 && confidence < 1)) fail("compare", "confidence " + std::to_string(confidence) + " outside (0.5, 1)");
   std::vector<double> lr;
   for (std::size_t i = 0; i < a.size(); ++i) {
@@ -102,8 +103,13 @@ CompareStats compare_samples(const std::vector<double>& a, const std::vector<dou
   const double alpha = 1 - confidence;
   s.ci_low = std::exp(quantile(meds, alpha / 2));
   s.ci_high = std::exp(quantile(meds, 1 - alpha / 2));
-  if (s.ci_high < 1) s.verdict = Verdict::kBFaster;
-  else if (s.ci_low > 1) s.verdict = Verdict::kBSlower;
+  s.min_effect = min_effect;
+  const bool excludes_one = s.ci_high < 1 || s.ci_low > 1;
+  if (excludes_one && std::fabs(s.ratio - 1) >= min_effect) {
+    s.verdict = s.ci_high < 1 ? Verdict::kBFaster : Verdict::kBSlower;
+  } else {
+    s.below_threshold = excludes_one;
+  }
   // A sample spread of exactly 0 (identical times) still needs a floor for the power estimate:
   // use the bootstrap width, which is 0 only when every round agrees.
   const double sigma = s.log_ratio_sigma > 0 ? s.log_ratio_sigma : 1e-6;

@@ -32,6 +32,7 @@ struct CompareArgs {
   int reps = 3;
   double confidence = 0.95;
   double effect = 2.0;  // percent
+  double min_effect = 0.5;  // percent: smallest difference that can make a verdict (bench/stats.h)
   bool dense = false;
   std::string json, csv, plot;
 };
@@ -51,7 +52,7 @@ void run_compare(const CompareArgs& c) {
   ProcessSampler a(c.a, wl, c.reps);
   ProcessSampler b(c.b, wl, c.reps);
   const CompareRun run = run_interleaved(a, b, c.rounds, 1, stderr_is_tty());
-  const CompareStats s = compare_samples(run.a_us, run.b_us, c.confidence, c.effect / 100, 1);
+  const CompareStats s = compare_samples(run.a_us, run.b_us, c.confidence, c.effect / 100, 1, 4000, c.min_effect / 100);
   std::fputs(compare_text(run, s).c_str(), tout);
   nlohmann::json workload{{"args", wl}, {"reps_per_sample", c.reps}, {"a_ready", nlohmann::json::parse(a.ready_line())},
                           {"b_ready", nlohmann::json::parse(b.ready_line())}};
@@ -77,6 +78,9 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--reps", c->reps, "replays per sample, median taken (default 3)");
   cmd->add_option("--confidence", c->confidence, "confidence level of the interval (default 0.95)");
   cmd->add_option("--effect", c->effect, "effect size in percent for the rounds-needed estimate (default 2)");
+  cmd->add_option("--min-effect", c->min_effect,
+                  "smallest difference in percent that can make a verdict (default 0.5: separate processes of one "
+                  "build differ by ~0.1-0.2%)");
   cmd->add_flag("--dense", c->dense, "compare the dense bf16 baseline replays instead of NVFP4");
   cmd->add_option("--json", c->json, "write the JSON report (docs/bench-json.md) to FILE, or - for stdout");
   cmd->add_option("--csv", c->csv, "write per-round samples as CSV to FILE");

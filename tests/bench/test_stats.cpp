@@ -72,6 +72,22 @@ TEST(BenchStats, DetectsThreePercentDespiteDrift) {
   EXPECT_EQ(compare_samples(a, b).verdict, Verdict::kBFaster);
 }
 
+TEST(BenchStats, SmallStableDifferenceIsBelowTheThreshold) {
+  // The H200 A-against-A run of 2026-11-30: two processes of one build, B/A = 1.0013 with a CI
+  // excluding 1 (per-round noise 0.16%). That is not a verdict-worthy difference (bench/stats.h).
+  std::vector<double> a, b;
+  synth(20, 1.0013, 0.0016, 11, a, b);
+  const auto s = compare_samples(a, b, 0.95, 0.02, 11);
+  EXPECT_GT(s.ci_low, 1.0);  // the interval alone would say "slower"
+  EXPECT_EQ(s.verdict, Verdict::kNoDifference);
+  EXPECT_TRUE(s.below_threshold);
+  // With the threshold off the same samples are "slower"; a 2% change still is with it on.
+  EXPECT_EQ(compare_samples(a, b, 0.95, 0.02, 11, 4000, 0.0).verdict, Verdict::kBSlower);
+  synth(20, 1.02, 0.0016, 12, a, b);
+  EXPECT_EQ(compare_samples(a, b, 0.95, 0.02, 12).verdict, Verdict::kBSlower);
+  EXPECT_THROW(compare_samples(a, b, 0.95, 0.02, 12, 4000, -1.0), Error);
+}
+
 TEST(BenchStats, CoverageOfTheInterval) {
   // The 95% CI should contain the true ratio most of the time.
   int covered = 0;
