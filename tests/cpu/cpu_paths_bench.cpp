@@ -6,8 +6,8 @@
 // Usage: cpu_paths_bench [bf16|f16|f32] [hot|cold] [thp] [reps=N] M,N,K ... [paths...]
 //   paths: gemv gemv_bf16 gemm_f32 gemm_bf16 gemm_amx stream (default: all supported), each
 //   optionally with tuning overrides, e.g. gemv_bf16:rpt=16:xb=16384 gemm_bf16:kc=512:nc=128
-//   (rpt gemv_rows_per_task, xb gemv_x_block_bytes, grp gemv_group_rows, pf/pfm
-//   gemv_prefetch_tiles/_min_m, kc/nc/mc gemm_*).
+//   (rpt gemv_rows_per_task, xb gemv_x_block_bytes, grp gemv_group_rows, pf/pfm/pfx/pfl2
+//   gemv_prefetch_tiles/_min_m/_max_m/_l2, kc/nc/mc gemm_*).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -107,6 +107,8 @@ int main(int argc, char** argv) {
         else if (key == "grp") p.tune.gemv_group_rows = val;
         else if (key == "pf") p.tune.gemv_prefetch_tiles = val;
         else if (key == "pfm") p.tune.gemv_prefetch_min_m = val;
+        else if (key == "pfx") p.tune.gemv_prefetch_max_m = val;
+        else if (key == "pfl2") p.tune.gemv_prefetch_l2 = val;
         else if (key == "kc") p.tune.gemm_kc = val;
         else if (key == "nc") p.tune.gemm_nc = val;
         else if (key == "mc") p.tune.gemm_mc = val;

@@ -349,6 +349,7 @@ TEST(CpuMatmul, BlockingTuningDoesNotChangeResults) {
         t.gemv_group_rows = v == 0 ? 1 : v == 1 ? 3 : 8;
         t.gemv_prefetch_tiles = v == 0 ? 0 : v == 1 ? 1 : 3;
         t.gemv_prefetch_min_m = 1;
+        t.gemv_prefetch_l2 = v == 1 ? 0 : 1;  // prefetcht0 and prefetcht1 paths
         t.gemm_kc = v == 0 ? 32 : v == 1 ? 512 : 4096;
         t.gemm_nc = v == 0 ? 32 : v == 1 ? 128 : 256;
         t.gemm_mc = v == 0 ? 32 : v == 1 ? 512 : 64;

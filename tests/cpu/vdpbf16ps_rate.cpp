@@ -104,6 +104,32 @@ T_BF16 double dp_decode_xbuf(long iters, float* sink) {
   return static_cast<double>(iters) * MR * NR;
 }
 
+// LOADS 512-bit loads from L1 per vdpbf16ps (one as its memory operand, the rest summed into
+// the other operand by vpternlogd, 1 cheap ALU op each): is the load port the GEMV's limit?
+template <int LOADS>
+T_BF16 double dp_loads(long iters, float* sink) {
+  alignas(64) static std::uint16_t buf[16][32];
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 32; ++j) buf[i][j] = 0x3F80;
+  constexpr int CH = 8;
+  __m512 acc[CH];
+  for (int i = 0; i < CH; ++i) acc[i] = _mm512_setzero_ps();
+  __m512i w = _mm512_set1_epi32(0x3F803F80);
+  for (long it = 0; it < iters; ++it) {
+    for (int i = 0; i < CH; ++i) {
+      __m512i v = w;
+      for (int l = 1; l < LOADS; ++l)
+        v = _mm512_ternarylogic_epi32(v, _mm512_load_si512(buf[(i + l) & 15]), w, 0x96);
+      acc[i] = _mm512_dpbf16_ps(acc[i], (__m512bh)_mm512_load_si512(buf[i]), (__m512bh)v);
+    }
+    __asm__ volatile("" : "+v"(w));
+  }
+  __m512 s = acc[0];
+  for (int i = 1; i < CH; ++i) s = _mm512_add_ps(s, acc[i]);
+  *sink += _mm512_reduce_add_ps(s);
+  return static_cast<double>(iters) * CH;
+}
+
 struct Variant {
   const char* name;
   std::function<double(long, float*)> f;
@@ -157,6 +183,8 @@ int main(int argc, char** argv) {
       {"dp+decode M=8 NR=1", dp_decode<8, 1>}, {"dp+decode M=8 NR=2", dp_decode<8, 2>},
       {"M=4 NR=2 x 16 KiB", dp_decode_xbuf<4, 16>}, {"M=4 NR=2 x 112 KiB", dp_decode_xbuf<4, 112>},
       {"M=8 NR=2 x 224 KiB", dp_decode_xbuf<8, 224>},
+      {"1 zmm load per dp", dp_loads<1>}, {"3 zmm loads per dp", dp_loads<3>},
+      {"2 zmm loads per dp", dp_loads<2>},
   };
   std::printf("%-22s %14s %14s\n", "variant", "G dp/s 1 thr", "G dp/s/thr all");
   for (const Variant& v : vs)

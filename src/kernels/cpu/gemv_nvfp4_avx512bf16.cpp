@@ -121,13 +121,14 @@ struct Ctx {
   std::int64_t nch, kp, kt; // full chunks, nch*256, tail length
   Consts cs;
   std::int64_t pf;          // software prefetch distance in tiles of weight rows (0: off)
+  bool pf_l2;               // prefetch into L2 (prefetcht1) instead of L1 (prefetcht0)
 };
 
 // accmem[m * NR + r] += per-lane sums over chunks [c0, c1) for x rows m0.. and weight rows
 // n0.. (no tail, no tensor scale). The MR x NR partial sums of one chunk live in registers
 // (>= 6 independent vdpbf16ps chains hide its latency); the accumulators stay in L1 (one FMA
 // read-modify-write per 256 k), which frees registers so each activation load feeds NR rows.
-template <int MR, int NR, bool PF>
+template <int MR, int NR, int PF>
 NVFP4_BF16_TARGET void tile(const Ctx& g, std::int64_t m0, std::int64_t n0, std::int64_t c0, std::int64_t c1,
                             __m512* accmem, std::int64_t pf = 0) {
   const MatmulArgs& a = *g.a;
@@ -138,17 +139,19 @@ NVFP4_BF16_TARGET void tile(const Ctx& g, std::int64_t m0, std::int64_t n0, std:
     const std::uint8_t* pc = a.packed + n0 * rs + c * (kChunk / 2);
     const std::uint8_t* sc0 = a.scales + n0 * ss + c * 16;
     if (PF) {
-      // Software prefetch of the same k range of the weight rows `pf` bytes further on, i.e.
-      // of a later tile (pf = tiles ahead x NR rows): 2 lines per row and chunk, the scales
-      // (16 B per chunk) one line every 4 chunks. A tile takes ~1 us at M=4, far more than the
-      // DRAM latency, and the hardware prefetcher has to find each new row's stream anew; the
-      // prefetch runs a whole tile ahead instead (measured: docs/perf-cpu.md 2.5). Addresses
-      // past the weights are harmless: prefetches never fault.
+      // Software prefetch of the same k range of a later tile's weight rows (pf = tiles ahead x
+      // NR rows x row bytes): 2 lines per row and chunk, the scales (16 B per chunk) one line
+      // every 4 chunks; PF 2 = prefetcht1 (into L2), 1 = prefetcht0. Why: cold time was ~compute
+      // + read time: the hardware prefetcher restarts at every new 7 KiB row (4 KiB pages), while
+      // a tile takes ~1-2 us at M=2..4, far longer than the DRAM latency. Measured (tuning_cpu.h,
+      // docs/perf-cpu.md 2.5): prefetcht1 2 tiles ahead -19..-26% at M=1..4. Addresses past
+      // the weights are harmless: prefetches never fault.
       for (int r = 0; r < NR; ++r) {
         const char* p = reinterpret_cast<const char*>(pc + r * rs) + pf;
-        _mm_prefetch(p, _MM_HINT_T0);
-        _mm_prefetch(p + 64, _MM_HINT_T0);
-        if ((c & 3) == 0) _mm_prefetch(reinterpret_cast<const char*>(sc0 + r * ss) + pf / 8, _MM_HINT_T0);
+        constexpr auto hint = PF == 2 ? _MM_HINT_T1 : _MM_HINT_T0;
+        _mm_prefetch(p, hint);
+        _mm_prefetch(p + 64, hint);
+        if ((c & 3) == 0) _mm_prefetch(reinterpret_cast<const char*>(sc0 + r * ss) + pf / 8, hint);
       }
     }
     // The loop constants are read from memory (L1) on every chunk: the asm barrier keeps the
@@ -156,6 +159,9 @@ NVFP4_BF16_TARGET void tile(const Ctx& g, std::int64_t m0, std::int64_t n0, std:
     // (an 8 x 2 tile spilled otherwise). vpermw/vpermt2b take them as memory operands.
     const Consts* cs = &g.cs;
     __asm__("" : "+r"(cs));
+    __m512 scv[NR];
+    for (int r = 0; r < NR; ++r)
+      scv[r] = decode_scales16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc0 + r * ss)), cs->st);
     __m512 part[MR][NR];
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
@@ -179,7 +185,7 @@ NVFP4_BF16_TARGET void tile(const Ctx& g, std::int64_t m0, std::int64_t n0, std:
       }
     }
     for (int r = 0; r < NR; ++r) {
-      const __m512 sc = decode_scales16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc0 + r * ss)), cs->st);
+      const __m512 sc = scv[r];
       for (int m = 0; m < MR; ++m) accmem[m * NR + r] = _mm512_fmadd_ps(part[m][r], sc, accmem[m * NR + r]);
     }
   }
@@ -220,13 +226,15 @@ NVFP4_BF16_TARGET void rows(const Ctx& g, std::int64_t m0, std::int64_t n0, std:
     for (std::int64_t cb = c0; cb < c1; cb += kb) {
       const std::int64_t ce = std::min(c1, cb + kb);
       std::int64_t n = nb;
-      if (g.pf > 0) {
-        const std::int64_t pf = g.pf * NR * (k / 2);
-        for (; n < full; n += NR) tile<MR, NR, true>(g, m0, n, cb, ce, accmem + (n - nb) * MR, pf);
+      const std::int64_t pf = g.pf * NR * (k / 2);
+      if (g.pf > 0 && g.pf_l2) {
+        for (; n < full; n += NR) tile<MR, NR, 2>(g, m0, n, cb, ce, accmem + (n - nb) * MR, pf);
+      } else if (g.pf > 0) {
+        for (; n < full; n += NR) tile<MR, NR, 1>(g, m0, n, cb, ce, accmem + (n - nb) * MR, pf);
       } else {
-        for (; n < full; n += NR) tile<MR, NR, false>(g, m0, n, cb, ce, accmem + (n - nb) * MR);
+        for (; n < full; n += NR) tile<MR, NR, 0>(g, m0, n, cb, ce, accmem + (n - nb) * MR);
       }
-      for (; n < ne; ++n) tile<MR, 1, false>(g, m0, n, cb, ce, accmem + (n - nb) * MR);
+      for (; n < ne; ++n) tile<MR, 1, 0>(g, m0, n, cb, ce, accmem + (n - nb) * MR);
     }
     // accmem: per tile of NR rows starting at n, [m][r]; single rows past `full`, [m].
     for (std::int64_t n = nb; n < ne; ++n) {
@@ -246,7 +254,7 @@ void rows_any_m(const Ctx& g, int mr, std::int64_t m0, std::int64_t n0, std::int
     case 1: rows<1, 8>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
     case 2: rows<2, 4>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
     case 3: rows<3, 4>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    case 4: rows<4, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 4: rows<4, 3>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
     case 5: rows<5, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
     case 6: rows<6, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
     case 7: rows<7, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
@@ -299,8 +307,8 @@ bool gemv_avx512bf16_supported() {
 void gemv_nvfp4_avx512bf16(const MatmulArgs& a) {
   const std::int64_t k = a.k, n = a.n, m = a.m;
   const CpuTuning& tune = cpu_tuning();
-  Ctx g{&a, nullptr, nullptr, k / kChunk, 0, 0, make_consts(), 0};
-  g.pf = m >= tune.gemv_prefetch_min_m ? tune.gemv_prefetch_tiles : 0;
+  Ctx g{&a, nullptr, nullptr, k / kChunk, 0, 0, make_consts(), 0, tune.gemv_prefetch_l2 != 0};
+  g.pf = m >= tune.gemv_prefetch_min_m && m <= tune.gemv_prefetch_max_m ? tune.gemv_prefetch_tiles : 0;
   g.kp = g.nch * kChunk;
   g.kt = k - g.kp;
   auto xp = alloc64<std::uint16_t>(std::max<std::int64_t>(1, m * g.kp));

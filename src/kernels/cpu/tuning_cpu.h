@@ -25,10 +25,16 @@ struct CpuTuning {
   // AVX512-BF16 GEMV: activation rows per pass over the weights (1..8; M is split into balanced
   // groups of at most this many rows). Same per-output summation order for every value.
   std::int64_t gemv_group_rows = 8;
-  // AVX512-BF16 GEMV: software prefetch distance in tiles (NR weight rows each) ahead, for
-  // M >= gemv_prefetch_min_m; 0 = off.
-  std::int64_t gemv_prefetch_tiles = 0;
-  std::int64_t gemv_prefetch_min_m = 2;
+  // AVX512-BF16 GEMV: software prefetch of the weight rows `gemv_prefetch_tiles` tiles (NR rows
+  // each) ahead, for gemv_prefetch_min_m <= M <= gemv_prefetch_max_m, into L2 (prefetcht1) if
+  // gemv_prefetch_l2, else into L1. Measured (Zen 4 VM, 2 threads, cold, N=4096 K=14336, 5 runs
+  // interleaved, docs/perf-cpu.md 2.5): prefetcht1 2 tiles ahead: M=1 -20%, M=2 -26%, M=4 -19%
+  // (3 tiles -22%), M=8 +4..9% (compute-bound: the prefetches only cost); prefetcht0 was
+  // host-state dependent (M=2 -15% or +13..40%, M=1 1 tile ahead up to +90%).
+  std::int64_t gemv_prefetch_tiles = 2;
+  std::int64_t gemv_prefetch_min_m = 1;
+  std::int64_t gemv_prefetch_max_m = 4;
+  std::int64_t gemv_prefetch_l2 = 1;
   // GEMM blocking: NC columns of W decoded per panel (L2-resident: NC*KC*4 B = 256 KiB fp32,
   // 128 KiB bf16), KC depth per decoded panel, MC rows of x per task (C accumulator MC*NC*4 B =
   // 256 KiB). KC 512 vs 256: +3% on the bf16 GEMM (Zen 4, 1 thread, M=512 N=256 K=14336:
