@@ -159,9 +159,6 @@ NVFP4_BF16_TARGET void tile(const Ctx& g, std::int64_t m0, std::int64_t n0, std:
     // (an 8 x 2 tile spilled otherwise). vpermw/vpermt2b take them as memory operands.
     const Consts* cs = &g.cs;
     __asm__("" : "+r"(cs));
-    __m512 scv[NR];
-    for (int r = 0; r < NR; ++r)
-      scv[r] = decode_scales16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc0 + r * ss)), cs->st);
     __m512 part[MR][NR];
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
@@ -185,7 +182,7 @@ NVFP4_BF16_TARGET void tile(const Ctx& g, std::int64_t m0, std::int64_t n0, std:
       }
     }
     for (int r = 0; r < NR; ++r) {
-      const __m512 sc = scv[r];
+      const __m512 sc = decode_scales16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc0 + r * ss)), cs->st);
       for (int m = 0; m < MR; ++m) accmem[m * NR + r] = _mm512_fmadd_ps(part[m][r], sc, accmem[m * NR + r]);
     }
   }
@@ -254,7 +251,7 @@ void rows_any_m(const Ctx& g, int mr, std::int64_t m0, std::int64_t n0, std::int
     case 1: rows<1, 8>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
     case 2: rows<2, 4>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
     case 3: rows<3, 4>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    case 4: rows<4, 3>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 4: rows<4, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
     case 5: rows<5, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
     case 6: rows<6, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
     case 7: rows<7, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
