@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/graph_timing.h"
+
 #include "bench/bench.h"
 #include "kernels/cuda/gemv_nvfp4_sm90.h"
 #include "kernels/cuda/matmul_cuda.h"
@@ -110,26 +112,7 @@ void time_calls(Row& row, const Options& opts, std::size_t copies, cudaStream_t 
   row.us_p90 = quant(us, 0.9);
   // Graph: back-to-back calls over the rotation, no launch gaps.
   const int per_graph = static_cast<int>(std::max<std::size_t>(copies, 20));
-  cudaGraph_t graph;
-  ck(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "capture");
-  for (int i = 0; i < per_graph; ++i) call(static_cast<std::size_t>(i) % copies);
-  ck(cudaStreamEndCapture(st, &graph), "end capture");
-  cudaGraphExec_t exec;
-  ck(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
-  ck(cudaGraphLaunch(exec, st), "graph warm-up");
-  std::vector<double> g;
-  for (int r = 0; r < 7; ++r) {
-    ck(cudaEventRecord(e0, st), "record");
-    ck(cudaGraphLaunch(exec, st), "graph launch");
-    ck(cudaEventRecord(e1, st), "record");
-    ck(cudaEventSynchronize(e1), "sync");
-    float ms = 0;
-    ck(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
-    g.push_back(ms * 1000.0 / per_graph);
-  }
-  row.us_graph = quant(g, 0.5);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
+  row.us_graph = cuda::graph_us_per_call(st, per_graph, 7, [&](int i) { call(static_cast<std::size_t>(i) % copies); });
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
 }

@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cuda/graph_timing.h"
 #include "kernels/cuda/matmul_cuda.h"
 #include "kernels/cuda/tuning_sm90.h"
 #include "nvfp4/cuda.h"
@@ -69,9 +70,6 @@ std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
     ck(cudaDeviceSynchronize(), "copy x");  // the timing stream is non-blocking
     cudaStream_t st;
     ck(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
-    cudaEvent_t e0, e1;
-    ck(cudaEventCreate(&e0), "event");
-    ck(cudaEventCreate(&e1), "event");
     const MatrixView xv{dx, DType::kBF16, 1, k, k};
     const MatrixView yv{dy, DType::kBF16, 1, n, n};
     const int launches = static_cast<int>(std::max<std::size_t>(copies, static_cast<std::size_t>(opts.reps)));
@@ -81,31 +79,11 @@ std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
     best.cls = cls;
     best.us = 1e30;
     for (const GemvTile& tile : candidates()) {
-      cudaGraph_t graph;
-      ck(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "capture");
-      for (int i = 0; i < launches; ++i) {
+      const double med = graph_us_per_call(st, launches, 5, [&](int i) {
         const std::size_t c = static_cast<std::size_t>(i) % copies;
         WeightView wv{static_cast<const std::uint8_t*>(dp[c]), static_cast<const std::uint8_t*>(ds[c]), 1.0f, n, k};
         quantized_matmul_tile(xv, wv, yv, st, &tile);
-      }
-      ck(cudaStreamEndCapture(st, &graph), "end capture");
-      cudaGraphExec_t exec;
-      ck(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
-      ck(cudaGraphLaunch(exec, st), "warm-up");
-      std::vector<double> us;
-      for (int r = 0; r < 5; ++r) {
-        ck(cudaEventRecord(e0, st), "record");
-        ck(cudaGraphLaunch(exec, st), "graph launch");
-        ck(cudaEventRecord(e1, st), "record");
-        ck(cudaEventSynchronize(e1), "sync");
-        float ms = 0;
-        ck(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
-        us.push_back(1000.0 * ms / launches);
-      }
-      cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
-      std::sort(us.begin(), us.end());
-      const double med = us[us.size() / 2];
+      });
       if (opts.verbose)
         std::printf("  %-16s N=%-6lld K=%-6lld cols/warp=%-2d warps=%-2d k_split=%-2d  %9.2f us  %7.0f GB/s\n",
                     cls.c_str(), static_cast<long long>(n), static_cast<long long>(k), tile.cols_per_warp,
@@ -120,8 +98,6 @@ std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
                   best.tile.warps_per_block, best.tile.k_split, best.us);
     std::fflush(stdout);
     table.push_back(best);
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
     cudaStreamDestroy(st);
     cudaFree(dx);
     cudaFree(dy);
