@@ -358,6 +358,43 @@ __device__ __forceinline__ void decode8_bf16_mul(std::uint32_t q, std::uint32_t 
   r[0] = ((q8 & 0x00F000F0u) * ((1u << 2) + (1u << 8))) & kT;  // nibbles 3, 7
 }
 
+// Epilogue of the weights-as-A kernels (wa, rp): the mma accumulators (A rows = outputs, B
+// columns = virtual activation rows) go to shared memory [warp][virtual row][row]; after a barrier
+// each output is the fixed-order sum over the K split and over the `pieces` exact bf16 pieces of
+// fp32 activations, times 2^7 (the decode's exponent offset, docs/perf-cuda.md 2) and the tensor
+// scale, rounded once to the output dtype. Fixed order: results do not depend on the tile.
+template <int RT, int NB>
+__device__ __forceinline__ void reduce_and_store(const float (&acc)[RT][NB][4], float* red, const GemvArgs& p, int warp,
+                                                 int k_split, int groups, int g, int t) {
+  constexpr int kRows = 16 * RT;
+  const int vr_total = p.pieces * p.m_rows;
+  float* mine = red + static_cast<std::size_t>(warp) * vr_total * kRows;
+#pragma unroll
+  for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int vr = 8 * b + 2 * t + (c & 1);
+        const int row = 16 * rt + g + 8 * (c >> 1);
+        if (vr < vr_total) mine[vr * kRows + row] = acc[rt][b][c];
+      }
+  __syncthreads();
+  const int rows_blk = groups * kRows;
+  const DType yt = static_cast<DType>(p.y_dtype);
+  for (int o = threadIdx.x; o < p.m_rows * rows_blk; o += blockDim.x) {
+    const int m = o / rows_blk, c = o % rows_blk;
+    const int gr = c / kRows, cc = c % kRows;
+    const std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * rows_blk + c;
+    if (n >= p.n) continue;
+    float sum = 0.0f;
+    for (int pc = 0; pc < p.pieces; ++pc)
+      for (int s = 0; s < k_split; ++s)
+        sum += red[(static_cast<std::size_t>(gr * k_split + s) * vr_total + pc * p.m_rows + m) * kRows + cc];
+    store_from_f32(p.y, yt, m * p.y_stride + n, (sum * 128.0f) * p.tensor_scale);
+  }
+}
+
 template <bool F16, int RT, int NB>
 __global__ void __launch_bounds__(512) gemv_nvfp4_wa_kernel(GemvArgs p, int k_split) {
   constexpr int kRows = 16 * RT;  // output rows per warp
@@ -498,33 +535,9 @@ __global__ void __launch_bounds__(512) gemv_nvfp4_wa_kernel(GemvArgs p, int k_sp
   }
   cp_async_wait<0>();  // no copy may outlive the block (zero-fill groups past s_end)
 
-  // Partials -> shared memory (after the rings) [warp][virtual row][row], fixed-order sum.
+  // Partials -> shared memory (after the rings), fixed-order sum.
   float* red = reinterpret_cast<float*>(wa_smem + static_cast<std::size_t>(nwarps) * kStages * 2 * RT * 32 * kWaSlotBytes);
-  float* mine = red + static_cast<std::size_t>(warp) * vr_total * kRows;
-#pragma unroll
-  for (int rt = 0; rt < RT; ++rt)
-#pragma unroll
-    for (int b = 0; b < NB; ++b)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int vr = 8 * b + 2 * t + (c & 1);
-        const int row = 16 * rt + g + 8 * (c >> 1);
-        if (vr < vr_total) mine[vr * kRows + row] = acc[rt][b][c];
-      }
-  __syncthreads();
-  const int rows_blk = groups * kRows;
-  const DType yt = static_cast<DType>(p.y_dtype);
-  for (int o = threadIdx.x; o < p.m_rows * rows_blk; o += blockDim.x) {
-    const int m = o / rows_blk, c = o % rows_blk;
-    const int gr = c / kRows, cc = c % kRows;
-    const std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * rows_blk + c;
-    if (n >= p.n) continue;
-    float sum = 0.0f;
-    for (int pc = 0; pc < p.pieces; ++pc)
-      for (int s = 0; s < k_split; ++s)
-        sum += red[(static_cast<std::size_t>(gr * k_split + s) * vr_total + pc * p.m_rows + m) * kRows + cc];
-    store_from_f32(p.y, yt, m * p.y_stride + n, (sum * 128.0f) * p.tensor_scale);
-  }
+  reduce_and_store<RT, NB>(acc, red, p, warp, k_split, groups, g, t);
 }
 
 template <bool F16, int RT, int NB>
@@ -584,7 +597,6 @@ __device__ __forceinline__ std::uint32_t rp_scale(std::uint32_t s) {
 
 template <int RT, int NB>
 __global__ void __launch_bounds__(512) gemv_nvfp4_rp_kernel(GemvArgs p, int k_split) {
-  constexpr int kRows = 16 * RT;
   extern __shared__ float rp_red[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int nwarps = blockDim.x >> 5;
@@ -678,30 +690,7 @@ __global__ void __launch_bounds__(512) gemv_nvfp4_rp_kernel(GemvArgs p, int k_sp
     compute(cp + 1, wb, sb);
   }
 
-  // Partials -> shared memory [warp][activation row][row], fixed-order sum over the K split.
-  float* mine = rp_red + static_cast<std::size_t>(warp) * mr * kRows;
-#pragma unroll
-  for (int r = 0; r < RT; ++r)
-#pragma unroll
-    for (int b = 0; b < NB; ++b)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int m = 8 * b + 2 * t + (c & 1);
-        const int row = 16 * r + g + 8 * (c >> 1);
-        if (m < mr) mine[m * kRows + row] = acc[r][b][c];
-      }
-  __syncthreads();
-  const int rows_blk = groups * kRows;
-  const DType yt = static_cast<DType>(p.y_dtype);
-  for (int o = threadIdx.x; o < mr * rows_blk; o += blockDim.x) {
-    const int m = o / rows_blk, c = o % rows_blk;
-    const int gr = c / kRows, cc = c % kRows;
-    const std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * rows_blk + c;
-    if (n >= p.n) continue;
-    float sum = 0.0f;
-    for (int sl = 0; sl < k_split; ++sl) sum += rp_red[(static_cast<std::size_t>(gr * k_split + sl) * mr + m) * kRows + cc];
-    store_from_f32(p.y, yt, m * p.y_stride + n, (sum * 128.0f) * p.tensor_scale);
-  }
+  reduce_and_store<RT, NB>(acc, rp_red, p, warp, k_split, groups, g, t);  // p.pieces == 1 here
 }
 
 template <int RT, int NB>
