@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "bench/bench.h"
+#include "bench/host_buffer.h"
 #include "kernels/cpu/matmul_cpu.h"
 #include "kernels/cpu/parallel_for.h"
 #include "nvfp4/error.h"
@@ -187,7 +188,7 @@ std::vector<Row> run_cpu(const Options& o) {
     const std::int64_t wbytes = pbytes + sbytes;
     const std::int64_t rot = rotation_target_bytes();
     const int copies = o.cold ? static_cast<int>(std::max<std::int64_t>(2, (rot + wbytes - 1) / wbytes)) : 1;
-    std::vector<std::uint8_t> pool(static_cast<std::size_t>(wbytes * copies));
+    HostBuffer pool(static_cast<std::size_t>(wbytes * copies));
     cpu::parallel_for(copies, [&](std::int64_t c) {
       std::memcpy(pool.data() + c * wbytes, qw.packed.data(), static_cast<std::size_t>(pbytes));
       std::memcpy(pool.data() + c * wbytes + pbytes, qw.scales.data(), static_cast<std::size_t>(sbytes));
@@ -200,7 +201,7 @@ std::vector<Row> run_cpu(const Options& o) {
     double ceiling = 0;
     if (!o.cold) {
       if (run_ceiling == 0) {
-        std::vector<std::uint8_t> buf(static_cast<std::size_t>(rot));
+        HostBuffer buf(static_cast<std::size_t>(rot));
         cpu::parallel_for(rot >> 20, [&](std::int64_t c) { std::memset(buf.data() + (c << 20), static_cast<int>(c), 1 << 20); });
         run_ceiling = stream_read_gbps(buf.data(), rot);
       }
@@ -258,8 +259,7 @@ std::vector<Row> run_cpu(const Options& o) {
       fill_stats(r);
       rows.push_back(std::move(r));
     }
-    pool.clear();
-    pool.shrink_to_fit();
+    pool = HostBuffer();  // release the rotation before the dense baseline allocates its own
 
     // --- dense baseline on the dequantized weights ---
     {
@@ -277,7 +277,7 @@ std::vector<Row> run_cpu(const Options& o) {
       for (std::int64_t i = 0; i < s.m * s.k; ++i) xd.set(i, x.get(i));
       const std::int64_t dbytes = static_cast<std::int64_t>(wd.bytes.size());
       const int dcopies = o.cold ? static_cast<int>(std::max<std::int64_t>(2, (rot + dbytes - 1) / dbytes)) : 1;
-      std::vector<std::uint8_t> dpool(static_cast<std::size_t>(dbytes * dcopies));
+      HostBuffer dpool(static_cast<std::size_t>(dbytes * dcopies));
       cpu::parallel_for(dcopies, [&](std::int64_t c) {
         std::memcpy(dpool.data() + c * dbytes, wd.bytes.data(), static_cast<std::size_t>(dbytes));
       });

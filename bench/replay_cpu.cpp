@@ -16,8 +16,8 @@
 #include <map>
 #include <tuple>
 
-#include <sys/mman.h>
 
+#include "bench/host_buffer.h"
 #include "bench/replay.h"
 #include "nvfp4/error.h"
 #include "nvfp4/format.h"
@@ -26,27 +26,7 @@
 namespace nvfp4::bench {
 namespace {
 
-// Owning, uninitialised bytes. Buffers of 2 MiB and more are 2 MiB aligned and asked for
-// transparent huge pages, as an inference engine loading weights would: with 4 KiB pages the
-// same replay ran up to a few % faster or slower depending on where its pages landed (two
-// engines of one model differed by more than a 3% change in work, 2026-11-30, 2-core EPYC with
-// THP in "madvise" mode), and huge pages stream faster.
-struct Buf {
-  std::uint8_t* p = nullptr;
-  std::size_t n = 0;
-  explicit Buf(std::size_t bytes) : n(bytes) {
-    constexpr std::size_t kHuge = std::size_t{2} << 20;
-    const std::size_t align = bytes >= kHuge ? kHuge : 64;
-    const std::size_t size = (std::max<std::size_t>(bytes, 1) + align - 1) / align * align;
-    p = static_cast<std::uint8_t*>(std::aligned_alloc(align, size));
-    if (!p) fail("bench", "replay: allocation of " + std::to_string(bytes) + " bytes failed");
-    if (align == kHuge) madvise(p, size, MADV_HUGEPAGE);  // advice only: ignored where THP is off
-  }
-  ~Buf() { std::free(p); }
-  Buf(const Buf&) = delete;
-  Buf& operator=(const Buf&) = delete;
-  Buf(Buf&& o) noexcept : p(o.p), n(o.n) { o.p = nullptr; }
-};
+using Buf = HostBuffer;  // bench/host_buffer.h: huge-page-advised weights
 
 using Clock = std::chrono::steady_clock;
 double us_since(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
@@ -80,15 +60,15 @@ class CpuNvfp4Replay final : public ReplayEngine {
       const auto nk = static_cast<std::size_t>(l.n * l.k);
       packed_.emplace_back(nk / 2);
       scales_.emplace_back(nk / kBlockSize);
-      fill_random_bytes(packed_.back().p, nk / 2, ++seed);
-      fill_random_scales(scales_.back().p, nk / kBlockSize, ++seed);
+      fill_random_bytes(packed_.back().data(), nk / 2, ++seed);
+      fill_random_scales(scales_.back().data(), nk / kBlockSize, ++seed);
       const std::int64_t m = linear_m(o, l);
       // One activation buffer per (K, M): layers reading the same width share their input, as in
       // a real forward pass where q/k/v (and gate/up) read the same normalised hidden state.
       auto key = std::make_pair(l.k, m);
       if (!x_.count(key)) {
         x_.emplace(key, Buf(static_cast<std::size_t>(m * l.k * dtype_size(o.dtype))));
-        fill_random_activations(x_.at(key).p, o.dtype, static_cast<std::size_t>(m * l.k), ++seed);
+        fill_random_activations(x_.at(key).data(), o.dtype, static_cast<std::size_t>(m * l.k), ++seed);
       }
       y_.emplace_back(static_cast<std::size_t>(m * l.n * dtype_size(o.dtype)));
     }
@@ -121,15 +101,15 @@ class CpuNvfp4Replay final : public ReplayEngine {
   MatrixView x_view(std::size_t i) {
     const auto& l = ls_[i];
     const std::int64_t m = linear_m(o_, l);
-    return {x_.at({l.k, m}).p, o_.dtype, m, l.k, l.k};
+    return {x_.at({l.k, m}).data(), o_.dtype, m, l.k, l.k};
   }
   WeightView w_view(std::size_t i) {
     // Tensor scale ~1e-4: with scales 8..448 and codes up to 6 the weights are O(0.01-0.1), as in LLMs.
-    return {packed_[i].p, scales_[i].p, 1.0f / 4096, ls_[i].n, ls_[i].k};
+    return {packed_[i].data(), scales_[i].data(), 1.0f / 4096, ls_[i].n, ls_[i].k};
   }
   void matmul(std::size_t i) {
     const std::int64_t m = linear_m(o_, ls_[i]);
-    MatrixView y{y_[i].p, o_.dtype, m, ls_[i].n, ls_[i].n};
+    MatrixView y{y_[i].data(), o_.dtype, m, ls_[i].n, ls_[i].n};
     quantized_matmul(x_view(i), w_view(i), y, Backend::kCpu);
   }
 
@@ -140,16 +120,16 @@ class CpuNvfp4Replay final : public ReplayEngine {
     const std::int64_t m = linear_m(o_, l);
     const std::int64_t rows = std::min<std::int64_t>(m, 4);
     const int es = dtype_size(o_.dtype);
-    for (std::int64_t i = 0; i < m * l.n; ++i) store_from_f32(y_[0].p, o_.dtype, i, std::nanf(""));
+    for (std::int64_t i = 0; i < m * l.n; ++i) store_from_f32(y_[0].data(), o_.dtype, i, std::nanf(""));
     matmul(0);
     Buf ref(static_cast<std::size_t>(rows * l.n * es));
     MatrixView xv = x_view(0);
     xv.rows = rows;
-    quantized_matmul_ref(xv, w_view(0), MatrixView{ref.p, o_.dtype, rows, l.n, l.n});
+    quantized_matmul_ref(xv, w_view(0), MatrixView{ref.data(), o_.dtype, rows, l.n, l.n});
     std::vector<float> a(static_cast<std::size_t>(rows * l.n)), b(a.size());
     for (std::size_t i = 0; i < a.size(); ++i) {
-      a[i] = load_as_f32(y_[0].p, o_.dtype, static_cast<std::int64_t>(i));
-      b[i] = load_as_f32(ref.p, o_.dtype, static_cast<std::int64_t>(i));
+      a[i] = load_as_f32(y_[0].data(), o_.dtype, static_cast<std::int64_t>(i));
+      b[i] = load_as_f32(ref.data(), o_.dtype, static_cast<std::int64_t>(i));
     }
     std::size_t where = 0;
     const double err = checked_err(a.data(), b.data(), a.size(), &where);
@@ -203,21 +183,21 @@ class CpuDenseReplay final : public ReplayEngine {
       // Random bf16 O(0.05) in W[N, K] row-major, which is the (K, N) matrix in format "ba".
       const auto nk = static_cast<std::size_t>(l.n * l.k);
       Buf plain(nk * 2);
-      fill_random_activations(plain.p, DType::kBF16, nk, ++seed);
-      auto* wp = reinterpret_cast<std::uint16_t*>(plain.p);
+      fill_random_activations(plain.data(), DType::kBF16, nk, ++seed);
+      auto* wp = reinterpret_cast<std::uint16_t*>(plain.data());
       for (std::size_t j = 0; j < nk; ++j) wp[j] = f32_to_bf16(bf16_to_f32(wp[j]) * 0.0625f);
-      dnnl::memory plain_mem(md({l.k, l.n}, dt::bf16, tag::ba), eng_, plain.p);
+      dnnl::memory plain_mem(md({l.k, l.n}, dt::bf16, tag::ba), eng_, plain.data());
       w_.emplace_back(pd.weights_desc(), eng_);
       dnnl::reorder(plain_mem, w_.back()).execute(strm_, plain_mem, w_.back());
       strm_.wait();
       auto xkey = std::make_pair(l.k, m);
       if (!x_.count(xkey)) {
         x_.emplace(xkey, Buf(static_cast<std::size_t>(m * l.k * 2)));
-        fill_random_activations(x_.at(xkey).p, DType::kBF16, static_cast<std::size_t>(m * l.k), ++seed);
+        fill_random_activations(x_.at(xkey).data(), DType::kBF16, static_cast<std::size_t>(m * l.k), ++seed);
       }
       y_.emplace_back(static_cast<std::size_t>(m * l.n * 2));
-      xm_.emplace_back(pd.src_desc(), eng_, x_.at(xkey).p);
-      ym_.emplace_back(pd.dst_desc(), eng_, y_.back().p);
+      xm_.emplace_back(pd.src_desc(), eng_, x_.at(xkey).data());
+      ym_.emplace_back(pd.dst_desc(), eng_, y_.back().data());
       if (i == 0) validate(wp);
     }
   }
@@ -257,11 +237,11 @@ class CpuDenseReplay final : public ReplayEngine {
     const auto& l = ls_[0];
     const std::int64_t m = linear_m(o_, l);
     const std::int64_t rows = std::min<std::int64_t>(m, 2);
-    auto* y = reinterpret_cast<std::uint16_t*>(y_[0].p);
+    auto* y = reinterpret_cast<std::uint16_t*>(y_[0].data());
     std::fill(y, y + m * l.n, static_cast<std::uint16_t>(0x7FC0));  // bf16 NaN
     matmul(0);
     strm_.wait();
-    const auto* x = reinterpret_cast<const std::uint16_t*>(x_.at({l.k, m}).p);
+    const auto* x = reinterpret_cast<const std::uint16_t*>(x_.at({l.k, m}).data());
     std::vector<float> ref(static_cast<std::size_t>(rows * l.n)), got(ref.size());
     for (std::int64_t r = 0; r < rows; ++r)
       for (std::int64_t n = 0; n < l.n; ++n) {
