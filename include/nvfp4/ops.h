@@ -6,6 +6,10 @@
 // once to the fp32 accumulator; the output has the activation's dtype. x may have K equal to
 // W.k or to any K' in (W.k - 16, W.k] (the quantizer's zero padding; the missing activations
 // count as zero).
+// NaN/Inf activations propagate as IEEE arithmetic says (as in any BLAS): checking every call
+// would cost a pass over x on the hot path. Non-finite *weights* cannot occur: the quantizers
+// reject them, and checkpoints with NaN scale bytes or non-finite tensor scales are rejected when
+// loaded; a non-finite tensor scale passed here is an error.
 #pragma once
 
 #include <string>
