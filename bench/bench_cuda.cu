@@ -155,6 +155,16 @@ std::vector<Row> run_cuda(const Options& opts) {
   const DType dt = opts.dtype;
   const int es = dtype_size(dt);
   const std::size_t target = std::size_t{256} << 20;
+  std::vector<cuda::GemvTableEntry> tuned;  // NVFP4_BENCH_TUNED=FILE: a second table, repacked rows
+  if (const char* tf = std::getenv("NVFP4_BENCH_TUNED"); tf && *tf) {
+    std::FILE* f = std::fopen(tf, "rb");
+    if (!f) fail("bench", std::string("cannot read NVFP4_BENCH_TUNED file '") + tf + "'");
+    std::string text;
+    char buf[4096];
+    for (std::size_t got; (got = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, got);
+    std::fclose(f);
+    tuned = cuda::gemv_table_from_json(text, tf);
+  }
 
   for (const Shape& s : opts.shapes) {
     if (s.k % kBlockSize != 0 || s.k <= 0 || s.n <= 0 || s.m <= 0)
@@ -316,6 +326,42 @@ std::vector<Row> run_cuda(const Options& opts) {
       q.gbps = q.bytes / q.us_median / 1e3;
       q.gflops = 2.0 * s.m * s.n * s.k / q.us_median / 1e3;
       rows.push_back(q);
+      if (!tuned.empty()) {
+        // Side-by-side: the tile of another table (NVFP4_BENCH_TUNED=FILE, e.g. a fresh `nvfp4
+        // tune`) on the same repacked weights and rotation, same run; validated the same way.
+        const cuda::GemvTableEntry* e =
+            cuda::gemv_find_entry(tuned, cuda::device_cc(), s.n, s.k, cuda::GemvLayout::kRepacked, std::min<std::int64_t>(s.m, 16));
+        const cuda::GemvTile tile =
+            e ? e->tile : cuda::gemv_lookup_tile(cuda::device_cc(), s.n, s.k, cuda::GemvLayout::kRepacked, std::min<std::int64_t>(s.m, 16));
+        Row u = q;
+        u.variant = "nvfp4_repacked_tuned";
+        ck(cudaMemcpy(dy.p, nan.data(), nan.size(), cudaMemcpyHostToDevice), "poison");
+        ck(cudaDeviceSynchronize(), "poison");
+        cuda::quantized_matmul_repacked_tile(xv, rview(0), yv, st, &tile, &kname);
+        ck(cudaStreamSynchronize(st), "tuned repacked run");
+        u.kernel = kname + "_w" + std::to_string(tile.warps_per_block) + "_ks" + std::to_string(tile.k_split);
+        Tensor hu(dt, {s.m, s.n});
+        ck(cudaMemcpy(hu.data(), dy.p, hu.bytes.size(), cudaMemcpyDeviceToHost), "copy y");
+        // Same function as the table tile within the K-split reordering of fp32 sums: compare
+        // with the validated repacked result (bf16 output: a few ulps at 2^-8 relative).
+        double md = 0, mref = 0;
+        bool fin = true;
+        for (std::int64_t i = 0; i < hu.numel(); ++i) {
+          const double a = hu.get(i), b = hy.get(i);
+          if (!std::isfinite(a)) fin = false;
+          md = std::max(md, std::fabs(a - b));
+          mref = std::max(mref, std::fabs(b));
+        }
+        u.max_rel_err = mref > 0 ? md / mref : md;
+        u.validated = fin && u.max_rel_err <= 1e-2;
+        if (!u.validated)
+          fail("bench", "cuda nvfp4 repacked result with the tuned tile differs from the table tile's at N=" +
+                            std::to_string(s.n) + " K=" + std::to_string(s.k));
+        time_calls(u, opts, copies, st, [&](std::size_t c) { cuda::quantized_matmul_repacked_tile(xv, rview(c), yv, st, &tile); });
+        u.gbps = u.bytes / u.us_median / 1e3;
+        u.gflops = 2.0 * s.m * s.n * s.k / u.us_median / 1e3;
+        rows.push_back(u);
+      }
     }
     wp.clear();
     ws.clear();

@@ -90,7 +90,8 @@ fi
 
 if want tune; then
   say "autotune"
-  if [ -x "$CLI" ]; then "$CLI" tune --out "$OUT/tuning.json" || STATUS=1
+  # NVFP4_TUNE_LAYOUT=canonical|repacked|both (default both; the bench's fallback tunes both).
+  if [ -x "$CLI" ]; then "$CLI" tune --layout "${NVFP4_TUNE_LAYOUT:-both}" --out "$OUT/tuning.json" || STATUS=1
   else "$BB" --tune "$OUT/tuning.json" || STATUS=1; fi
 fi
 
@@ -98,12 +99,12 @@ if want bench; then
   say "benchmark (bf16, cold weights, built-in table; NVFP4_BENCH_LEGACY=1 adds the first kernel side by side)"
   # NVFP4_BENCH_SHAPES=MxNxK,... narrows the shapes (default: the driver's list); bf16 rows at
   # M <= 16 also time the repacked weights (variant nvfp4_repacked) side by side.
-  NVFP4_BENCH_LEGACY=${NVFP4_BENCH_LEGACY:-1} "$BB" --out "$OUT/bench.json" ${NVFP4_BENCH_SHAPES:+--shapes "$NVFP4_BENCH_SHAPES"} || STATUS=1
-  if [ -f "$OUT/tuning.json" ]; then
-    say "benchmark with the freshly tuned table"
-    NVFP4_CUDA_TUNING="$OUT/tuning.json" "$BB" --out "$OUT/bench_tuned.json" \
-      --shapes 1x16384x16384,1x16384x28672,1x151936x2560,1x4096x14336,1x28672x4096,1x4096x512,1x4096x4096 || STATUS=1
-  fi
+  # With a fresh $OUT/tuning.json (step tune), every repacked row is also timed with that table's
+  # tile (variant nvfp4_repacked_tuned): same weights, rotation and run as the built-in tile.
+  TUNED=""
+  [ -f "$OUT/tuning.json" ] && TUNED="$OUT/tuning.json"
+  NVFP4_BENCH_TUNED=$TUNED NVFP4_BENCH_LEGACY=${NVFP4_BENCH_LEGACY:-1} "$BB" --out "$OUT/bench.json" \
+    ${NVFP4_BENCH_SHAPES:+--shapes "$NVFP4_BENCH_SHAPES"} || STATUS=1
   if [ "${NVFP4_BENCH_OTHER_DTYPES:-1}" = 1 ]; then
     say "benchmark fp16 / fp32 activations (M=1, 16 at one shape)"
     "$BB" --dtype f16 --shapes 1x16384x16384,16x16384x16384 || STATUS=1

@@ -3,7 +3,8 @@
 // with the GPU, driver, commit and command. scripts/device_cuda.sh uses it for
 // bench/results/cuda-*.json. Usage:
 //   nvfp4_bench_cuda [--out FILE] [--dtype bf16|f16|f32] [--shapes MxNxK,...] [--warm]
-//   nvfp4_bench_cuda --tune FILE     (the autotuner of `nvfp4 tune`, when the CLI is not built)
+//   nvfp4_bench_cuda --tune FILE     (the autotuner of `nvfp4 tune`, both layouts, when the CLI is not built)
+// Env NVFP4_BENCH_TUNED=FILE adds rows "nvfp4_repacked_tuned": that table's repacked tile, same run.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -55,7 +56,10 @@ int main(int argc, char** argv) {
     o.dtype = dtype_from_name(dtype);
     o.cold = !warm;
     if (shapes_arg.empty())
+      // The targets, Llama-3-8B decode (q/k/v/o 1024|4096 x 4096, fused qkv 6144x4096,
+      // gate/up 14336x4096, gate+up 28672x4096, down 4096x14336, lm_head 128256x4096), M scaling.
       shapes_arg = "1x16384x16384,1x16384x28672,1x151936x2560,1x4096x14336,1x28672x4096,1x4096x512,1x4096x4096,"
+                   "1x1024x4096,1x6144x4096,1x14336x4096,1x128256x4096,"
                    "2x16384x16384,4x16384x16384,8x16384x16384,16x16384x16384,2x4096x14336,4x4096x14336,"
                    "8x4096x14336,16x4096x14336,2048x4096x14336,2048x28672x4096";
     std::stringstream ss(shapes_arg);

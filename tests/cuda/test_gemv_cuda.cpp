@@ -11,6 +11,7 @@
 // output's subnormal range (found on H200: fp16 y = 3.2e-6 rounds on the 2^-24 grid).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -46,7 +47,10 @@ TEST(CudaTuning, ShapeClasses) {
   for (const auto& c : cuda::gemv_shape_classes()) {
     std::int64_t n = 0, k = 0;
     cuda::gemv_class_representative(c, &n, &k);
-    EXPECT_EQ(cuda::gemv_shape_class(n, k), c) << "representative of " << c << " is in another class";
+    if (c.rfind("exact/", 0) == 0)
+      EXPECT_EQ(cuda::gemv_exact_class(n, k), c);
+    else
+      EXPECT_EQ(cuda::gemv_shape_class(n, k), c) << "representative of " << c << " is in another class";
   }
   for (const auto& e : cuda::gemv_builtin_table()) EXPECT_TRUE(cuda::gemv_tile_valid(e.tile)) << e.cls;
 }
@@ -68,7 +72,84 @@ TEST(CudaTuning, JsonRoundTripAndOverride) {
   EXPECT_TRUE(cuda::gemv_tile_valid(builtin));
 }
 
+TEST(CudaTuning, ExactClassesAndRepackedLayout) {
+  // The Llama-3-8B decode shapes are tuner classes of their own; their representative is the shape.
+  const auto classes = cuda::gemv_shape_classes();
+  for (const char* c : {"exact/1024x4096", "exact/6144x4096", "exact/14336x4096", "exact/128256x4096", "exact/4096x14336"})
+    EXPECT_NE(std::find(classes.begin(), classes.end(), c), classes.end()) << c;
+  std::int64_t n = 0, k = 0;
+  cuda::gemv_class_representative("exact/6144x4096", &n, &k);
+  EXPECT_EQ(n, 6144);
+  EXPECT_EQ(k, 4096);
+  EXPECT_TRUE(cuda::gemv_class_known("exact/7x9"));
+  for (const char* bad : {"exact/0x4096", "exact/12x", "exact/12x5y", "exact/012x16", "n_small", "exact/-4x16"})
+    EXPECT_FALSE(cuda::gemv_class_known(bad)) << bad;
+  // Layout round trip; the repacked lookup reads only repacked entries; exact beats bucket.
+  std::vector<cuda::GemvTableEntry> t = {
+      {90, "n_small/k_mid", {16, 2, 2}, 1.0, cuda::GemvLayout::kCanonical},
+      {90, "n_small/k_mid", {32, 16, 16}, 2.0, cuda::GemvLayout::kRepacked},
+      {90, "exact/1024x4096", {16, 16, 8}, 3.0, cuda::GemvLayout::kRepacked}};
+  const auto back = cuda::gemv_table_from_json(cuda::gemv_table_to_json(t, "test"), "roundtrip");
+  ASSERT_EQ(back.size(), 3u);
+  EXPECT_EQ(back[0].layout, cuda::GemvLayout::kCanonical);
+  EXPECT_EQ(back[1].layout, cuda::GemvLayout::kRepacked);
+  EXPECT_EQ(back[2].cls, "exact/1024x4096");
+  cuda::gemv_set_user_table(back);
+  auto c = cuda::gemv_lookup_tile(90, 4096, 4096);
+  EXPECT_EQ(c.warps_per_block, 2);
+  auto r = cuda::gemv_lookup_tile(90, 4096, 4096, cuda::GemvLayout::kRepacked);
+  EXPECT_EQ(r.cols_per_warp, 32);
+  EXPECT_EQ(r.k_split, 16);
+  r = cuda::gemv_lookup_tile(90, 1024, 4096, cuda::GemvLayout::kRepacked);
+  EXPECT_EQ(r.cols_per_warp, 16);
+  EXPECT_EQ(r.k_split, 8);
+  c = cuda::gemv_lookup_tile(90, 1024, 4096);  // no canonical exact entry: canonical bucket
+  EXPECT_EQ(c.warps_per_block, 2);
+  // Row buckets: an m_max 8 entry serves M <= 8 only; M = 9..16 (and launches of 16 rows) fall
+  // through to the any-M entry.
+  t.push_back({90, "n_small/k_mid", {16, 4, 1}, 4.0, cuda::GemvLayout::kRepacked, 8});
+  t.push_back({90, "n_mid/k_mid", {16, 8, 4}, 5.0, cuda::GemvLayout::kRepacked, 16});
+  const auto back2 = cuda::gemv_table_from_json(cuda::gemv_table_to_json(t, "test"), "roundtrip");
+  ASSERT_EQ(back2.size(), 5u);
+  EXPECT_EQ(back2[3].m_max, 8);
+  EXPECT_EQ(back2[4].m_max, 16);
+  cuda::gemv_set_user_table(back2);
+  for (std::int64_t m : {1, 8}) EXPECT_EQ(cuda::gemv_lookup_tile(90, 4096, 4096, cuda::GemvLayout::kRepacked, m).warps_per_block, 4);
+  for (std::int64_t m : {9, 16, 33})
+    EXPECT_EQ(cuda::gemv_lookup_tile(90, 4096, 4096, cuda::GemvLayout::kRepacked, m).warps_per_block, 16);
+  EXPECT_EQ(cuda::gemv_lookup_tile(90, 1024, 4096, cuda::GemvLayout::kRepacked, 1).k_split, 8);  // exact beats bucket m8
+  EXPECT_EQ(cuda::gemv_lookup_tile(90, 28672, 4096, cuda::GemvLayout::kRepacked, 16).warps_per_block, 8);
+  cuda::gemv_clear_user_table();
+  // Built-in: the repacked M <= 8 and M > 8 tiles of 16384 x 16384 are different entries.
+  const auto b1 = cuda::gemv_lookup_tile(90, 16384, 16384, cuda::GemvLayout::kRepacked, 1);
+  const auto b16 = cuda::gemv_lookup_tile(90, 16384, 16384, cuda::GemvLayout::kRepacked, 16);
+  EXPECT_TRUE(b1.cols_per_warp != b16.cols_per_warp || b1.warps_per_block != b16.warps_per_block ||
+              b1.k_split != b16.k_split);
+  // The built-in table has repacked entries for every bucket at cc 90.
+  for (const auto& b : {"n_small/k_small", "n_small/k_mid", "n_small/k_large", "n_mid/k_small", "n_mid/k_mid",
+                        "n_mid/k_large", "n_large/k_small", "n_large/k_mid", "n_large/k_large"}) {
+    bool found = false;
+    for (const auto& e : cuda::gemv_builtin_table())
+      found = found || (e.cc == 90 && e.cls == b && e.layout == cuda::GemvLayout::kRepacked);
+    EXPECT_TRUE(found) << b;
+  }
+  // Old tables (no "layout" key) are canonical.
+  const auto old = cuda::gemv_table_from_json(
+      R"({"entries":[{"cc":90,"class":"n_small/k_mid","cols_per_warp":32,"warps_per_block":4,"k_split":1}]})", "x");
+  ASSERT_EQ(old.size(), 1u);
+  EXPECT_EQ(old[0].layout, cuda::GemvLayout::kCanonical);
+}
+
 TEST(CudaTuning, BadTablesAreErrors) {
+  EXPECT_THROW(cuda::gemv_table_from_json(
+                   R"({"entries":[{"cc":90,"m_max":4,"class":"n_small/k_mid","cols_per_warp":32,"warps_per_block":4,"k_split":1}]})", "x"),
+               Error);
+  EXPECT_THROW(cuda::gemv_table_from_json(
+                   R"({"entries":[{"cc":90,"layout":"tiled","class":"n_small/k_mid","cols_per_warp":32,"warps_per_block":4,"k_split":1}]})", "x"),
+               Error);
+  EXPECT_THROW(cuda::gemv_table_from_json(
+                   R"({"entries":[{"cc":90,"class":"exact/0x4096","cols_per_warp":32,"warps_per_block":4,"k_split":1}]})", "x"),
+               Error);
   EXPECT_THROW(cuda::gemv_table_from_json("{", "x"), Error);
   EXPECT_THROW(cuda::gemv_table_from_json("{\"entries\": 3}", "x"), Error);
   EXPECT_THROW(cuda::gemv_table_from_json(
@@ -575,11 +656,12 @@ TEST(CudaRepack, DeviceRepackEqualsReferenceAndMatmulMatches) {
       check_against_oracle(MatrixView{x.data(), DType::kBF16, m, k, k}, qw, MatrixView{y.data(), DType::kBF16, m, n, n},
                            "repacked M=" + std::to_string(m));
     }
+    // Every tile the tuner may pick (nvfp4 tune --layout repacked): the table changes speed only.
     for (std::int64_t m : {1, 16})
       for (int cols : {16, 32})
-        for (int warps : {1, 4, 16})
-          for (int ksp : {1, 2, 16}) {
-            if (ksp > warps) continue;
+        for (int warps : {1, 2, 4, 8, 16})
+          for (int ksp : {1, 2, 4, 8, 16}) {
+            if (ksp > warps || warps % ksp != 0) continue;
             const cuda::GemvTile tile{cols, warps, ksp};
             const std::string what = "repacked tile " + std::to_string(cols) + "/" + std::to_string(warps) + "/" +
                                      std::to_string(ksp) + " M=" + std::to_string(m);

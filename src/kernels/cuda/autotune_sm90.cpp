@@ -5,6 +5,9 @@
 // copies so each launch streams from HBM, not the 60 MB L2; back-to-back launches captured in a
 // CUDA graph so the time is the kernel's, without launch gaps; median of several replays.
 // Tuned at M = 1, bf16 activations (the decode case); M <= 16 runs the same weight stream.
+// Each layout is timed with its own kernel: canonical weights through quantized_matmul_tile,
+// and (repacked mode) the same random weights repacked on the device once per copy
+// (repack_for_gemv_sm90, not timed) through quantized_matmul_repacked_tile (gemv_nvfp4_rp_kernel).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -25,12 +28,15 @@ void ck(cudaError_t e, const std::string& what) {
   if (e != cudaSuccess) fail("tune", what + ": " + cudaGetErrorString(e));
 }
 
-std::vector<GemvTile> candidates() {
+// Every instantiated tile. k_split above the number of K pieces a warp can own (64-k steps:
+// canonical / 128-k chunk pairs: repacked) leaves warps idle: skipped.
+std::vector<GemvTile> candidates(std::int64_t k, GemvLayout layout) {
+  const std::int64_t pieces = layout == GemvLayout::kRepacked ? k / 128 : k / 64;
   std::vector<GemvTile> out;
   for (int cols : {16, 32})
     for (int warps : {1, 2, 4, 8, 16})
       for (int ks : {1, 2, 4, 8, 16})
-        if (ks <= warps && warps % ks == 0) out.push_back({cols, warps, ks});
+        if (ks <= warps && warps % ks == 0 && (ks == 1 || ks <= pieces)) out.push_back({cols, warps, ks});
   return out;
 }
 
@@ -39,7 +45,22 @@ std::vector<GemvTile> candidates() {
 std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
   if (!available()) fail("tune", "no usable CUDA device (need compute capability 9.0)");
   const int cc = device_cc();
-  std::vector<std::string> classes = opts.classes.empty() ? gemv_shape_classes() : opts.classes;
+  std::vector<std::string> classes = opts.classes;
+  if (classes.empty()) {
+    // All classes, minus exact shapes that are a bucket's representative (tuned there already;
+    // the bucket entry then serves that shape).
+    for (const auto& c : gemv_shape_classes()) {
+      bool dup = false;
+      if (c.rfind("exact/", 0) == 0)
+        for (const auto& b : gemv_shape_classes()) {
+          std::int64_t bn = 0, bk = 0;
+          if (b.rfind("exact/", 0) == 0) continue;
+          gemv_class_representative(b, &bn, &bk);
+          dup = dup || gemv_exact_class(bn, bk) == c;
+        }
+      if (!dup) classes.push_back(c);
+    }
+  }
   std::vector<GemvTableEntry> table;
   std::mt19937_64 rng(12345);
   for (const auto& cls : classes) {
@@ -61,43 +82,73 @@ std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
       ck(cudaMemcpy(dp[c], hp.data(), pb, cudaMemcpyHostToDevice), "copy weights");
       ck(cudaMemcpy(ds[c], hs.data(), sb, cudaMemcpyHostToDevice), "copy scales");
     }
-    std::vector<std::uint16_t> hx(static_cast<std::size_t>(k));
+    std::vector<std::uint16_t> hx(static_cast<std::size_t>(16 * k));  // up to 16 rows
     for (auto& v : hx) v = static_cast<std::uint16_t>(0x3C00 + rng() % 0x300);  // bf16 ~[0.0078, 1)
     void *dx = nullptr, *dy = nullptr;
-    ck(cudaMalloc(&dx, k * 2), "cudaMalloc x");
-    ck(cudaMalloc(&dy, n * 2), "cudaMalloc y");
-    ck(cudaMemcpy(dx, hx.data(), k * 2, cudaMemcpyHostToDevice), "copy x");
+    ck(cudaMalloc(&dx, 16 * k * 2), "cudaMalloc x");
+    ck(cudaMalloc(&dy, 16 * n * 2), "cudaMalloc y");
+    ck(cudaMemcpy(dx, hx.data(), 16 * k * 2, cudaMemcpyHostToDevice), "copy x");
     ck(cudaDeviceSynchronize(), "copy x");  // the timing stream is non-blocking
     cudaStream_t st;
     ck(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
-    const MatrixView xv{dx, DType::kBF16, 1, k, k};
-    const MatrixView yv{dy, DType::kBF16, 1, n, n};
     const int launches = static_cast<int>(std::max<std::size_t>(copies, static_cast<std::size_t>(opts.reps)));
 
-    GemvTableEntry best;
-    best.cc = cc;
-    best.cls = cls;
-    best.us = 1e30;
-    for (const GemvTile& tile : candidates()) {
-      const double med = graph_us_per_call(st, launches, 5, [&](int i) {
-        const std::size_t c = static_cast<std::size_t>(i) % copies;
-        WeightView wv{static_cast<const std::uint8_t*>(dp[c]), static_cast<const std::uint8_t*>(ds[c]), 1.0f, n, k};
-        quantized_matmul_tile(xv, wv, yv, st, &tile);
-      });
-      if (opts.verbose)
-        std::printf("  %-16s N=%-6lld K=%-6lld cols/warp=%-2d warps=%-2d k_split=%-2d  %9.2f us  %7.0f GB/s\n",
-                    cls.c_str(), static_cast<long long>(n), static_cast<long long>(k), tile.cols_per_warp,
-                    tile.warps_per_block, tile.k_split, med, (pb + sb + 2.0 * (n + k)) / med / 1e3);
-      if (med < best.us) {
-        best.us = med;
-        best.tile = tile;
+    for (const GemvLayout layout : opts.layouts) {
+      const bool rp = layout == GemvLayout::kRepacked;
+      if (rp && !repack_for_gemv_sm90_supported(n, k)) continue;  // repacked needs N%16, K%128
+      std::vector<void*> rpk(rp ? copies : 0), rsc(rp ? copies : 0);
+      for (std::size_t c = 0; rp && c < copies; ++c) {
+        ck(cudaMalloc(&rpk[c], pb), "cudaMalloc repacked weights");
+        ck(cudaMalloc(&rsc[c], sb), "cudaMalloc repacked scales");
+        repack_for_gemv_sm90(WeightView{static_cast<const std::uint8_t*>(dp[c]), static_cast<const std::uint8_t*>(ds[c]),
+                                        1.0f, n, k},
+                             static_cast<std::uint8_t*>(rpk[c]), static_cast<std::uint8_t*>(rsc[c]), st);
+      }
+      ck(cudaStreamSynchronize(st), "repack");
+      // Repacked: M = 1 for the M <= 8 kernel (m_max 8), M = 16 for the M > 8 one (m_max 16).
+      std::vector<int> ms = {1};
+      if (rp && opts.repacked_m16) ms.push_back(16);
+      for (const int m : ms) {
+        const MatrixView xv{dx, DType::kBF16, m, k, k};
+        const MatrixView yv{dy, DType::kBF16, m, n, n};
+        GemvTableEntry best;
+        best.cc = cc;
+        best.cls = cls;
+        best.layout = layout;
+        best.m_max = rp ? (m == 1 ? 8 : 16) : 0;
+        best.us = 1e30;
+        for (const GemvTile& tile : candidates(k, layout)) {
+          const double med = graph_us_per_call(st, launches, 5, [&](int i) {
+            const std::size_t c = static_cast<std::size_t>(i) % copies;
+            if (rp) {
+              const RepackedWeightView wv{static_cast<const std::uint8_t*>(rpk[c]), static_cast<const std::uint8_t*>(rsc[c]),
+                                          1.0f, n, k};
+              quantized_matmul_repacked_tile(xv, wv, yv, st, &tile);
+            } else {
+              const WeightView wv{static_cast<const std::uint8_t*>(dp[c]), static_cast<const std::uint8_t*>(ds[c]), 1.0f, n, k};
+              quantized_matmul_tile(xv, wv, yv, st, &tile);
+            }
+          });
+          if (opts.verbose)
+            std::printf("  %-9s %-18s M=%-2d N=%-6lld K=%-6lld cols/warp=%-2d warps=%-2d k_split=%-2d  %9.2f us  %7.0f GB/s\n",
+                        gemv_layout_name(layout), cls.c_str(), m, static_cast<long long>(n), static_cast<long long>(k),
+                        tile.cols_per_warp, tile.warps_per_block, tile.k_split, med, (pb + sb + 2.0 * (n + k)) / med / 1e3);
+          if (med < best.us) {
+            best.us = med;
+            best.tile = tile;
+          }
+        }
+        if (opts.verbose)
+          std::printf("best %-9s %-18s M=%-2d cols/warp=%d warps=%d k_split=%d  %.2f us\n", gemv_layout_name(layout),
+                      cls.c_str(), m, best.tile.cols_per_warp, best.tile.warps_per_block, best.tile.k_split, best.us);
+        std::fflush(stdout);
+        table.push_back(best);
+      }
+      for (std::size_t c = 0; c < rpk.size(); ++c) {
+        cudaFree(rpk[c]);
+        cudaFree(rsc[c]);
       }
     }
-    if (opts.verbose)
-      std::printf("best %-16s cols/warp=%d warps=%d k_split=%d  %.2f us\n", cls.c_str(), best.tile.cols_per_warp,
-                  best.tile.warps_per_block, best.tile.k_split, best.us);
-    std::fflush(stdout);
-    table.push_back(best);
     cudaStreamDestroy(st);
     cudaFree(dx);
     cudaFree(dy);

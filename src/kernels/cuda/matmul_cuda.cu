@@ -252,11 +252,16 @@ void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightVie
   if (tile_in && !gemv_tile_valid(*tile_in))
     fail(op, "invalid tile cols_per_warp=" + std::to_string(tile_in->cols_per_warp) + " warps_per_block=" +
                  std::to_string(tile_in->warps_per_block) + " k_split=" + std::to_string(tile_in->k_split));
-  const GemvTile tile = tile_in ? *tile_in : gemv_lookup_tile(device_cc(), w.n, w.k);
   cudaStream_t stream = static_cast<cudaStream_t>(stream_v);
   std::string name;
   cudaError_t err = cudaSuccess;
+  const int cc = tile_in ? 0 : device_cc();
   for (std::int64_t m0 = 0; m0 < x.rows && err == cudaSuccess; m0 += kMaxRows) {
+    // The table has separate repacked tiles for M <= 8 and M = 9..16 (two kernel instantiations):
+    // looked up per launch of <= 16 rows.
+    const GemvTile tile = tile_in ? *tile_in
+                                  : gemv_lookup_tile(cc, w.n, w.k, GemvLayout::kRepacked,
+                                                     std::min<std::int64_t>(kMaxRows, x.rows - m0));
     GemvArgs a;
     a.packed = w.packed;
     a.scales = w.scales;

@@ -2,7 +2,9 @@
 // The entries change speed only, never the function computed (see tuning_sm90.h).
 #include "kernels/cuda/tuning_sm90.h"
 
+#include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -14,9 +16,14 @@
 namespace nvfp4::cuda {
 namespace {
 
-const char* kClasses[] = {"n_small/k_small", "n_small/k_mid", "n_small/k_large",
+const char* kBuckets[] = {"n_small/k_small", "n_small/k_mid", "n_small/k_large",
                           "n_mid/k_small",   "n_mid/k_mid",   "n_mid/k_large",
                           "n_large/k_small", "n_large/k_mid", "n_large/k_large"};
+
+// Exact classes: Llama-3-8B decode (q/k/v/o N=1024..4096 K=4096, fused qkv 6144x4096, gate/up
+// 14336x4096, fused gate+up 28672x4096, down 4096x14336, lm_head 128256x4096).
+const std::int64_t kExact[][2] = {{1024, 4096},  {4096, 4096},  {6144, 4096},  {14336, 4096},
+                                  {28672, 4096}, {4096, 14336}, {128256, 4096}};
 
 // Built-in table for Hopper (cc 90), written by `nvfp4 tune` on an H200 (docs/perf-cuda.md
 // has the run). Changes speed only.
@@ -31,6 +38,34 @@ const GemvTableEntry kBuiltin[] = {
     {90, "n_large/k_small", {32, 1, 1}, 41.67},  // 131072 x 1024
     {90, "n_large/k_mid", {32, 4, 2}, 106.65},   // 151936 x 2560
     {90, "n_large/k_large", {32, 4, 4}, 216.20}, // 65536 x 12288
+    // Repacked layout (quantized_matmul_repacked, gemv_nvfp4_rp_kernel). M <= 8: `nvfp4 tune
+    // --layout repacked` on an H200, 2026-11-30 (M=1 bf16, rotated weights, graph medians, us;
+    // bench/results/cuda-2026-11-30-h200-tuning-rp.json). Every winner has 16 rows per warp.
+    {90, "n_small/k_small", {16, 4, 4}, 2.63, GemvLayout::kRepacked, 8},      // 4096 x 512
+    {90, "n_small/k_mid", {16, 16, 16}, 5.34, GemvLayout::kRepacked, 8},     // 4096 x 4096
+    {90, "n_small/k_large", {16, 16, 16}, 11.63, GemvLayout::kRepacked, 8},  // 4096 x 14336
+    {90, "n_mid/k_small", {16, 8, 4}, 5.26, GemvLayout::kRepacked, 8},       // 16384 x 1024
+    {90, "n_mid/k_mid", {16, 4, 2}, 20.49, GemvLayout::kRepacked, 8},        // 28672 x 4096
+    {90, "n_mid/k_large", {16, 16, 4}, 40.67, GemvLayout::kRepacked, 8},     // 16384 x 16384
+    {90, "n_large/k_small", {16, 4, 1}, 23.78, GemvLayout::kRepacked, 8},    // 131072 x 1024
+    {90, "n_large/k_mid", {16, 4, 2}, 59.07, GemvLayout::kRepacked, 8},      // 151936 x 2560
+    {90, "n_large/k_large", {16, 4, 4}, 116.72, GemvLayout::kRepacked, 8},   // 65536 x 12288
+    {90, "exact/1024x4096", {16, 16, 16}, 4.10, GemvLayout::kRepacked, 8},   // Llama-3-8B k/v
+    {90, "exact/6144x4096", {16, 8, 8}, 6.92, GemvLayout::kRepacked, 8},     // fused qkv
+    {90, "exact/14336x4096", {16, 4, 4}, 11.89, GemvLayout::kRepacked, 8},   // gate / up
+    {90, "exact/128256x4096", {16, 4, 2}, 77.75, GemvLayout::kRepacked, 8},  // lm_head
+    // Any M (in practice M = 9..16): the canonical kernel's tiles, which the repacked dispatch
+    // used before it had entries. The M=1 winners above are slower at M = 16 (same run, graph us:
+    // 16384^2 50.4 -> 70.3, 4096x14336 17.3 -> 21.0), so they stay until an M=16 tuner run.
+    {90, "n_small/k_small", {16, 4, 4}, 0, GemvLayout::kRepacked},
+    {90, "n_small/k_mid", {16, 8, 8}, 0, GemvLayout::kRepacked},
+    {90, "n_small/k_large", {16, 8, 8}, 0, GemvLayout::kRepacked},
+    {90, "n_mid/k_small", {32, 8, 4}, 0, GemvLayout::kRepacked},
+    {90, "n_mid/k_mid", {32, 4, 4}, 0, GemvLayout::kRepacked},
+    {90, "n_mid/k_large", {32, 8, 4}, 0, GemvLayout::kRepacked},
+    {90, "n_large/k_small", {32, 1, 1}, 0, GemvLayout::kRepacked},
+    {90, "n_large/k_mid", {32, 4, 2}, 0, GemvLayout::kRepacked},
+    {90, "n_large/k_large", {32, 4, 4}, 0, GemvLayout::kRepacked},
 };
 
 std::mutex g_mu;
@@ -49,13 +84,47 @@ void load_env_table_locked() {
   g_user = gemv_table_from_json(ss.str(), path);
 }
 
-const GemvTableEntry* find(const std::vector<GemvTableEntry>& t, int cc, const std::string& cls) {
+const GemvTableEntry* find(const std::vector<GemvTableEntry>& t, int cc, const std::string& cls, GemvLayout layout,
+                           int m_max) {
   for (const auto& e : t)
-    if (e.cc == cc && e.cls == cls) return &e;
+    if (e.cc == cc && e.layout == layout && e.m_max == m_max && e.cls == cls) return &e;
   return nullptr;
 }
 
+bool parse_exact(const std::string& cls, std::int64_t* n, std::int64_t* k) {
+  if (cls.rfind("exact/", 0) != 0) return false;
+  long long a = 0, b = 0;
+  char tail = 0;
+  if (std::sscanf(cls.c_str() + 6, "%lldx%lld%c", &a, &b, &tail) != 2 || a <= 0 || b <= 0) return false;
+  if (gemv_exact_class(a, b) != cls) return false;  // canonical spelling only (no "+1", "01")
+  *n = a;
+  *k = b;
+  return true;
+}
+
 }  // namespace
+
+const char* gemv_layout_name(GemvLayout l) { return l == GemvLayout::kRepacked ? "repacked" : "canonical"; }
+
+std::string gemv_exact_class(std::int64_t n, std::int64_t k) {
+  return "exact/" + std::to_string(n) + "x" + std::to_string(k);
+}
+
+bool gemv_class_known(const std::string& cls) {
+  for (const char* b : kBuckets)
+    if (cls == b) return true;
+  std::int64_t n = 0, k = 0;
+  return parse_exact(cls, &n, &k);
+}
+
+const GemvTableEntry* gemv_find_entry(const std::vector<GemvTableEntry>& table, int cc, std::int64_t n, std::int64_t k,
+                                      GemvLayout layout, std::int64_t m) {
+  const int mb = m <= 8 ? 8 : 16;
+  for (const std::string& cls : {gemv_exact_class(n, k), gemv_shape_class(n, k)})
+    for (int mm : {mb, 0})
+      if (const auto* e = find(table, cc, cls, layout, mm)) return e;
+  return nullptr;
+}
 
 std::string gemv_shape_class(std::int64_t n, std::int64_t k) {
   const char* nb = n <= 6144 ? "n_small" : (n <= 32768 ? "n_mid" : "n_large");
@@ -63,7 +132,11 @@ std::string gemv_shape_class(std::int64_t n, std::int64_t k) {
   return std::string(nb) + "/" + kb;
 }
 
-std::vector<std::string> gemv_shape_classes() { return {std::begin(kClasses), std::end(kClasses)}; }
+std::vector<std::string> gemv_shape_classes() {
+  std::vector<std::string> out(std::begin(kBuckets), std::end(kBuckets));
+  for (const auto& e : kExact) out.push_back(gemv_exact_class(e[0], e[1]));
+  return out;
+}
 
 void gemv_class_representative(const std::string& cls, std::int64_t* n, std::int64_t* k) {
   // LLM-like shapes inside each bucket (hardware.md's table where one fits).
@@ -75,6 +148,7 @@ void gemv_class_representative(const std::string& cls, std::int64_t* n, std::int
                            {"n_large/k_large", 65536, 12288}};
   for (const auto& r : reps)
     if (cls == r.c) { *n = r.n; *k = r.k; return; }
+  if (parse_exact(cls, n, k)) return;
   fail("cuda tuning", "unknown shape class '" + cls + "'");
 }
 
@@ -83,15 +157,14 @@ bool gemv_tile_valid(const GemvTile& t) {
          t.warps_per_block <= 16 && t.k_split >= 1 && t.warps_per_block % t.k_split == 0;
 }
 
-GemvTile gemv_lookup_tile(int cc, std::int64_t n, std::int64_t k) {
-  const std::string cls = gemv_shape_class(n, k);
+GemvTile gemv_lookup_tile(int cc, std::int64_t n, std::int64_t k, GemvLayout layout, std::int64_t m) {
   {
     std::lock_guard<std::mutex> lock(g_mu);
     load_env_table_locked();
-    if (const auto* e = find(g_user, cc, cls)) return e->tile;
+    if (const auto* e = gemv_find_entry(g_user, cc, n, k, layout, m)) return e->tile;
   }
   static const std::vector<GemvTableEntry> builtin = gemv_builtin_table();
-  if (const auto* e = find(builtin, cc, cls)) return e->tile;
+  if (const auto* e = gemv_find_entry(builtin, cc, n, k, layout, m)) return e->tile;
   // Rule of thumb for GPUs without an entry: split K more when there are few columns, so
   // every SM gets enough 16-byte loads in flight.
   GemvTile t;
@@ -112,6 +185,8 @@ std::string gemv_table_to_json(const std::vector<GemvTableEntry>& entries, const
   j["entries"] = nlohmann::json::array();
   for (const auto& e : entries)
     j["entries"].push_back({{"cc", e.cc},
+                            {"layout", gemv_layout_name(e.layout)},
+                            {"m_max", e.m_max},
                             {"class", e.cls},
                             {"cols_per_warp", e.tile.cols_per_warp},
                             {"warps_per_block", e.tile.warps_per_block},
@@ -130,7 +205,6 @@ std::vector<GemvTableEntry> gemv_table_from_json(const std::string& text, const 
   }
   if (!j.is_object() || !j.contains("entries") || !j["entries"].is_array())
     fail(op, "'" + what + "' has no \"entries\" array");
-  const auto classes = gemv_shape_classes();
   std::vector<GemvTableEntry> out;
   int idx = 0;
   for (const auto& e : j["entries"]) {
@@ -142,12 +216,20 @@ std::vector<GemvTableEntry> gemv_table_from_json(const std::string& text, const 
       t.tile.warps_per_block = e.at("warps_per_block").get<int>();
       t.tile.k_split = e.at("k_split").get<int>();
       if (e.contains("us")) t.us = e["us"].get<double>();
+      if (e.contains("m_max")) {
+        t.m_max = e["m_max"].get<int>();
+        if (t.m_max != 0 && t.m_max != 8 && t.m_max != 16)
+          throw std::runtime_error("m_max " + std::to_string(t.m_max) + " is not 0, 8 or 16");
+      }
+      if (e.contains("layout")) {
+        const std::string l = e["layout"].get<std::string>();
+        if (l == "repacked") t.layout = GemvLayout::kRepacked;
+        else if (l != "canonical") throw std::runtime_error("layout '" + l + "' is not canonical|repacked");
+      }
     } catch (const std::exception& ex) {
       fail(op, "'" + what + "' entry " + std::to_string(idx) + ": " + ex.what());
     }
-    bool known = false;
-    for (const auto& c : classes) known = known || c == t.cls;
-    if (!known) fail(op, "'" + what + "' entry " + std::to_string(idx) + ": unknown class '" + t.cls + "'");
+    if (!gemv_class_known(t.cls)) fail(op, "'" + what + "' entry " + std::to_string(idx) + ": unknown class '" + t.cls + "' (a bucket such as n_small/k_mid, or exact/NxK)");
     if (!gemv_tile_valid(t.tile))
       fail(op, "'" + what + "' entry " + std::to_string(idx) + " (" + t.cls + "): cols_per_warp=" +
                    std::to_string(t.tile.cols_per_warp) + " warps_per_block=" +

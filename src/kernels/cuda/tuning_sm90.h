@@ -4,13 +4,19 @@
 // oracle within the documented tolerance. (The K split changes the fp32 summation order, so
 // two entries may differ in the last bits; each entry is deterministic run to run.)
 //
-// Key: compute capability (major*10+minor) + shape class (N bucket x K bucket). Value: output
+// Key: compute capability (major*10+minor) + weight layout (canonical, or repacked for
+// quantized_matmul_repacked: a different kernel, tuned separately) + shape class: an exact
+// shape "exact/NxK" (the decode shapes of known models) or a bucket (N bucket x K bucket) + an
+// optional row bucket m_max (8: M <= 8, 16: M = 9..16 per launch; 0: any M; the repacked kernel
+// is a different instantiation for the two, and one tile does not suit both). Value: output
 // columns per warp (16 or 32: results per warp are that times M), warps per block, and the K
 // split (warps of a block that share the same columns and split K; warps_per_block / k_split
 // column groups per block).
 //
-// Lookup order: a user table (JSON file named by env NVFP4_CUDA_TUNING, read once) overrides
-// the built-in table; a missing entry falls back to a rule of thumb. No CUDA headers here.
+// Lookup order: the user table (JSON file named by env NVFP4_CUDA_TUNING, read once; exact
+// class, then bucket; within each the entry of M's row bucket, then one for any M), then the
+// built-in table (same order), then a rule of thumb. No
+// CUDA headers here.
 #pragma once
 
 #include <cstdint>
@@ -28,26 +34,43 @@ struct GemvTile {
   bool legacy = false;
 };
 
+enum class GemvLayout { kCanonical, kRepacked };
+const char* gemv_layout_name(GemvLayout l);  // "canonical" / "repacked"
+
 // "n_small/k_large" etc. N: small <= 6144 < mid <= 32768 < large. K: small <= 1024 < mid <= 8192 < large.
 std::string gemv_shape_class(std::int64_t n, std::int64_t k);
+// "exact/NxK": an entry for exactly this shape (checked before the bucket).
+std::string gemv_exact_class(std::int64_t n, std::int64_t k);
+// True for a bucket name or a well-formed "exact/NxK" (N, K > 0).
+bool gemv_class_known(const std::string& cls);
+// The tuner's classes: the 9 buckets, then the exact decode shapes of Llama-3-8B (q/k/v/o,
+// fused qkv, gate/up, fused gate+up, down, lm_head; K = 4096 or 14336).
 std::vector<std::string> gemv_shape_classes();
-// A representative (N, K) for each class, used by the autotuner.
+// A representative (N, K) for each class, used by the autotuner (exact: that shape).
 void gemv_class_representative(const std::string& cls, std::int64_t* n, std::int64_t* k);
 
 // True when t is a valid (instantiated) configuration.
 bool gemv_tile_valid(const GemvTile& t);
 
-// The tile for compute capability `cc` (e.g. 90) and this shape.
-GemvTile gemv_lookup_tile(int cc, std::int64_t n, std::int64_t k);
+// The tile for compute capability `cc` (e.g. 90), this shape and weight layout.
+// m: rows of the call (M > 16 runs in launches of 16: the m_max 16 entry).
+GemvTile gemv_lookup_tile(int cc, std::int64_t n, std::int64_t k, GemvLayout layout = GemvLayout::kCanonical,
+                          std::int64_t m = 1);
 
-// Table I/O. JSON: {"version":1,"entries":[{"cc":90,"class":"n_small/k_large",
-//   "cols_per_warp":32,"warps_per_block":16,"k_split":16}, ...]}
+// Table I/O. JSON: {"version":1,"entries":[{"cc":90,"layout":"repacked","class":"n_small/k_large",
+//   "m_max":8,"cols_per_warp":32,"warps_per_block":16,"k_split":16}, ...]} ("layout" absent:
+//   canonical; "m_max" absent or 0: any M).
 struct GemvTableEntry {
   int cc = 90;
   std::string cls;
   GemvTile tile;
-  double us = 0;  // measured median by the tuner (informative, 0 in the built-in table)
+  double us = 0;  // measured median by the tuner (informative)
+  GemvLayout layout = GemvLayout::kCanonical;
+  int m_max = 0;  // 0: any M; 8: M <= 8; 16: M > 8
 };
+// The entry of `table` for this key (exact class first, then bucket); nullptr if none.
+const GemvTableEntry* gemv_find_entry(const std::vector<GemvTableEntry>& table, int cc, std::int64_t n, std::int64_t k,
+                                      GemvLayout layout, std::int64_t m = 1);
 std::vector<GemvTableEntry> gemv_builtin_table();
 std::string gemv_table_to_json(const std::vector<GemvTableEntry>& entries, const std::string& comment);
 // Parses and validates; throws nvfp4::Error naming the file and the bad entry.
@@ -59,6 +82,10 @@ void gemv_clear_user_table();
 // The autotuner behind `nvfp4 tune` (CUDA builds only; throws nvfp4::Error otherwise).
 struct TuneOptions {
   std::vector<std::string> classes;  // empty: all classes
+  std::vector<GemvLayout> layouts = {GemvLayout::kCanonical, GemvLayout::kRepacked};
+  // Canonical: tuned at M = 1, entries for any M (m_max 0). Repacked: tuned at M = 1 (m_max 8)
+  // and, with this set, at M = 16 (m_max 16): the M > 8 kernel wants other tiles (2026-11-30).
+  bool repacked_m16 = true;
   int reps = 30;                     // timed launches per candidate (median)
   bool verbose = true;
 };
