@@ -7,7 +7,9 @@
 //   paths: gemv gemv_bf16 gemm_f32 gemm_bf16 gemm_amx stream (default: all supported), each
 //   optionally with tuning overrides, e.g. gemv_bf16:rpt=16:xb=16384 gemm_bf16:kc=512:nc=128
 //   (rpt gemv_rows_per_task, xb gemv_x_block_bytes, grp gemv_group_rows, pf/pfm/pfx/pfl2
-//   gemv_prefetch_tiles/_min_m/_max_m/_l2, kc/nc/mc gemm_*).
+//   gemv_prefetch_tiles/_min_m/_max_m/_l2, kc/nc/mc gemm_*), and dt=bf16|f16|f32 to run that path
+//   on activations of another dtype (same values, rounded), e.g. to time the fp32 split GEMV next
+//   to the bf16 GEMV in one process: `f32 ... gemv_bf16 gemv_bf16:dt=bf16 gemv`.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -77,16 +79,23 @@ int main(int argc, char** argv) {
     for (std::int64_t i = 0; i < pb; ++i) pool[i] = static_cast<std::uint8_t>(rng());
     for (std::int64_t i = 0; i < sb; ++i) pool[pb + i] = static_cast<std::uint8_t>(0x28 + rng() % 0x30);
     for (int c = 1; c < copies; ++c) std::memcpy(pool.data() + c * wb, pool.data(), static_cast<std::size_t>(wb));
-    std::vector<std::uint8_t> x(static_cast<std::size_t>(s.m * s.k * dtype_size(dt)));
+    // The same normal values in every dtype (index = DType value), y likewise.
+    std::vector<std::uint8_t> xs[3], ys[3];
     std::normal_distribution<float> nd;
-    for (std::int64_t i = 0; i < s.m * s.k; ++i) store_from_f32(x.data(), dt, i, nd(rng));
-    std::vector<std::uint8_t> y(static_cast<std::size_t>(s.m * s.n * dtype_size(dt)));
-    const MatrixView xv{x.data(), dt, s.m, s.k, s.k}, yv{y.data(), dt, s.m, s.n, s.n};
+    std::vector<float> xf(static_cast<std::size_t>(s.m * s.k));
+    for (auto& v : xf) v = nd(rng);
+    for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+      auto& xb = xs[static_cast<int>(t)];
+      xb.resize(static_cast<std::size_t>(s.m * s.k * dtype_size(t)));
+      for (std::int64_t i = 0; i < s.m * s.k; ++i) store_from_f32(xb.data(), t, i, xf[static_cast<std::size_t>(i)]);
+      ys[static_cast<int>(t)].resize(static_cast<std::size_t>(s.m * s.n * dtype_size(t)));
+    }
     struct P {
       std::string label;
       cpu::CpuPath path;
       cpu::CpuTuning tune;
       bool stream;
+      DType dt;
     };
     std::vector<P> paths;
     std::vector<std::string> want = names;
@@ -96,11 +105,11 @@ int main(int argc, char** argv) {
       const std::string base = w.substr(0, w.find(':'));
       auto it = std::find_if(all.begin(), all.end(), [&](const auto& p) { return p.first == base; });
       if (it == all.end()) { std::fprintf(stderr, "unknown path %s\n", w.c_str()); return 2; }
-      if (base != "stream" && !cpu::cpu_path_supported(it->second, dt)) continue;
-      P p{w, it->second, cpu::CpuTuning{}, base == "stream"};
+      P p{w, it->second, cpu::CpuTuning{}, base == "stream", dt};
       for (std::size_t pos = w.find(':'); pos != std::string::npos; pos = w.find(':', pos + 1)) {
         const std::string kv = w.substr(pos + 1, w.find(':', pos + 1) - pos - 1);
         const std::string key = kv.substr(0, kv.find('='));
+        if (key == "dt") { p.dt = dtype_from_name(kv.substr(3)); continue; }
         const std::int64_t val = std::atoll(kv.c_str() + kv.find('=') + 1);
         if (key == "rpt") p.tune.gemv_rows_per_task = val;
         else if (key == "xb") p.tune.gemv_x_block_bytes = val;
@@ -114,6 +123,7 @@ int main(int argc, char** argv) {
         else if (key == "mc") p.tune.gemm_mc = val;
         else { std::fprintf(stderr, "unknown tuning key %s\n", key.c_str()); return 2; }
       }
+      if (!p.stream && !cpu::cpu_path_supported(p.path, p.dt)) continue;
       paths.push_back(p);
     }
     std::vector<std::uint64_t> sink(4096);
@@ -132,6 +142,9 @@ int main(int argc, char** argv) {
       }
       const WeightView wv{base, base + pb, 1.0f, s.n, s.k};
       cpu::cpu_tuning_mutable() = paths[pi].tune;
+      const DType pdt = paths[pi].dt;
+      const MatrixView xv{xs[static_cast<int>(pdt)].data(), pdt, s.m, s.k, s.k};
+      const MatrixView yv{ys[static_cast<int>(pdt)].data(), pdt, s.m, s.n, s.n};
       cpu::quantized_matmul_path(xv, wv, yv, paths[pi].path);
     };
     std::vector<std::vector<double>> t(paths.size());

@@ -5,19 +5,30 @@
 // EMU128 portable fallback included), the AVX512-BF16 GEMV and GEMM and the AMX GEMM (skipped,
 // with a message, where the CPU lacks them).
 //
-// Tolerance (per output element, fp32 accumulation in every path):
-//   |y - y_ref| <= 2 * K * 2^-24 * S * |ts| + ulp_out(|y_ref|) + K * 448 * 2^-126 * |ts|
-// where S = sum_k |x_k * w_k| (w = e2m1 * |scale|, exact). The first term is the classic bound
-// of two fp32 sums of the same K exact products in different orders (kernel and oracle): each
-// side rounds at most K-1 partial sums, each by <= 2^-24 relative of a partial sum <= S; the
-// order is free (the bf16 GEMV adds pairs k, k+4 per lane, then lanes, then K segments). The
-// second allows both sides' final rounding to a 16-bit output; the third the denormal flush of
-// vdpbf16ps/AMX: at most one flushed partial (< 2^-126) per vdpbf16ps step and k pair, and the
-// bf16 GEMV multiplies its unscaled partials by the block scale (<= 448) after the flush. Every kernel decodes the weights exactly, so one wrong weight or activation is
-// an error of ~|x_k w_k| and fails this bound for all but negligible terms.
+// Tolerance (per output element, fp32 accumulation in every path; u = 2^-24):
+//   |y - y_ref| <= (2.01 K + 4) u S |ts| + ulp_out(|y_ref|) + 7 K 448 2^-126 |ts|
+// where S = sum_k |x_k * w_k| (w = e2m1 * |scale|, exact). Derivation: every kernel forms each
+// output as a tree of fp32 additions over its K terms (products exact: FMA, or <= 8 x 6
+// significant bits in the bf16 paths), then one multiply by ts; any such tree has error
+// <= gamma_(K-1) * sum|terms| (first order (K-1) u; gamma_n <= 1.001 n u for n u <= 2^-10), the
+// ts multiply adds u. The oracle rounds each product and K-1 sums, then ts: gamma_(K+1) S.
+// The AVX512-BF16 GEMV with fp16/fp32 activations (x = 2 or 3 exact bf16 pieces, proof in
+// src/kernels/cpu/gemv_nvfp4_avx512bf16.cpp) sums 2K or 3K terms whose absolute sum is
+// <= (1 + 2^-7 + 2^-15) S <= 1.008 S, in a tree of depth <= K + 1 (pieces: two more additions),
+// so kernel + oracle <= (1.001 * 1.008 (K + 2) + 1.001 (K + 1)) u S <= (2.01 K + 4) u S. The
+// order is free (the bf16 GEMV adds pairs k, k+4 per lane, then lanes, K segments, pieces).
+// ulp_out allows both sides' final rounding to a 16-bit output. The last term is the denormal
+// behaviour of vdpbf16ps/AMX with bf16 activations (Intel SDM: denormal inputs read as zero,
+// denormal outputs flushed): per k at most a subnormal bf16 x (|x w| < 6 * 2^-126 before the
+// block scale <= 448) plus one flushed partial (< 2^-126). The fp16/fp32 split paths never
+// flush (every partial is a multiple of >= 2^-126, see the kernel), nor do the fp32 paths.
+// Every kernel decodes the weights exactly, so one wrong weight or activation piece is an error
+// of ~|x_k w_k|. A lost mid / lo piece (~2^-8 / ~2^-16 |x_k w_k|) can hide under this bound,
+// so the split is checked bit-exactly too (ScaledOneHotSplitIsBitExact).
 // Dequantization is checked bit-exactly: one-hot activations give y[m][n] = dequantize_ref.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -25,6 +36,7 @@
 #include <vector>
 
 #include "hwy/targets.h"
+#include "kernels/cpu/kernels_cpu.h"
 #include "kernels/cpu/matmul_cpu.h"
 #include "kernels/cpu/parallel_for.h"
 #include "kernels/cpu/tuning_cpu.h"
@@ -153,8 +165,8 @@ void check_all_paths(const Weight& w, const Act& x, std::int64_t y_stride, const
     for (std::int64_t i = 0; i < m && bad < 5; ++i) {
       for (std::int64_t j = 0; j < n && bad < 5; ++j) {
         const float r = ref.get(i, j), v = y.get(i, j);
-        const double tol = 2.0 * k * std::ldexp(1.0, -24) * sabs[i * n + j] * std::fabs(w.ts) +
-                           ulp_of(t, std::fabs(r)) + k * 448.0 * std::ldexp(1.0, -126) * std::fabs(w.ts);
+        const double tol = (2.01 * k + 4) * std::ldexp(1.0, -24) * sabs[i * n + j] * std::fabs(w.ts) +
+                           ulp_of(t, std::fabs(r)) + 7.0 * k * 448.0 * std::ldexp(1.0, -126) * std::fabs(w.ts);
         if (v == r) continue;  // includes equal infinities (f16 overflow on both sides)
         if (std::isnan(r)) {
           if (!std::isnan(v)) { ADD_FAILURE() << "m=" << i << " n=" << j << " ref NaN got " << v; ++bad; }
@@ -178,9 +190,11 @@ void check_all_paths(const Weight& w, const Act& x, std::int64_t y_stride, const
     compare("gemm_f32/" + target_label(target));
   }
   hwy::SetSupportedTargetsForTest(0);
+  // The AVX512-BF16 GEMV takes every dtype (fp16/fp32 split exactly into bf16 pieces, or the
+  // Highway GEMV for data that cannot be split); the bf16 GEMMs take bf16 only.
+  if (cpu::cpu_path_supported(CpuPath::kGemvAvx512Bf16, t)) compare("avx512bf16_gemv");
   if (t == DType::kBF16) {
     if (cpu::cpu_path_supported(CpuPath::kGemmAvx512Bf16, t)) compare("avx512bf16");
-    if (cpu::cpu_path_supported(CpuPath::kGemvAvx512Bf16, t)) compare("avx512bf16_gemv");
     if (cpu::cpu_path_supported(CpuPath::kGemmAmx, t)) compare("amx");
   }
 }
@@ -332,12 +346,18 @@ TEST(CpuMatmul, BlockingTuningDoesNotChangeResults) {
   SCOPED_TRACE("seed=" + std::to_string(seed));
   const Weight w = random_weight(45, 1552, seed);  // 6 chunks of 256 + 16 tail
   const cpu::CpuTuning saved = cpu::cpu_tuning();
-  for (std::int64_t m : {3, 5, 8, 40}) {
-    SCOPED_TRACE("M=" + std::to_string(m));
-    const Act x = random_x(DType::kBF16, m, 1552, 1552, seed + m);
-    std::vector<CpuPath> paths = {CpuPath::kGemv, CpuPath::kGemmF32};
-    for (CpuPath p : {CpuPath::kGemvAvx512Bf16, CpuPath::kGemmAvx512Bf16, CpuPath::kGemmAmx})
-      if (cpu::cpu_path_supported(p, DType::kBF16)) paths.push_back(p);
+  for (std::int64_t m : {3, 5, 8, 40})
+  for (DType dt : {DType::kBF16, DType::kF16, DType::kF32}) {
+    SCOPED_TRACE("M=" + std::to_string(m) + " dtype=" + dtype_name(dt));
+    const Act x = random_x(dt, m, 1552, 1552, seed + m);
+    std::vector<CpuPath> paths = {CpuPath::kGemvAvx512Bf16};
+    if (dt == DType::kBF16) {
+      paths = {CpuPath::kGemv, CpuPath::kGemmF32};
+      for (CpuPath p : {CpuPath::kGemvAvx512Bf16, CpuPath::kGemmAvx512Bf16, CpuPath::kGemmAmx})
+        paths.push_back(p);
+    }
+    paths.erase(std::remove_if(paths.begin(), paths.end(), [&](CpuPath p) { return !cpu::cpu_path_supported(p, dt); }),
+                paths.end());
     for (CpuPath p : paths) {
       SCOPED_TRACE(cpu::cpu_path_name(p));
       std::vector<std::vector<std::uint8_t>> outs;
@@ -354,7 +374,7 @@ TEST(CpuMatmul, BlockingTuningDoesNotChangeResults) {
         t.gemm_nc = v == 0 ? 32 : v == 1 ? 128 : 256;
         t.gemm_mc = v == 0 ? 32 : v == 1 ? 512 : 64;
         cpu::cpu_tuning_mutable() = t;
-        Out y = poisoned(DType::kBF16, m, w.n, w.n);
+        Out y = poisoned(dt, m, w.n, w.n);
         cpu::quantized_matmul_path(x.view, w.view(), y.view, p);
         outs.push_back(y.bytes);
       }
@@ -363,6 +383,228 @@ TEST(CpuMatmul, BlockingTuningDoesNotChangeResults) {
       EXPECT_EQ(outs[1], outs[2]);
     }
   }
+}
+
+// ---- AVX512-BF16 GEMV with fp16 / fp32 activations (exact bf16 pieces) -------------------------
+
+cpu::MatmulArgs args_of(const MatrixView& x, const Weight& w, const MatrixView& y) {
+  cpu::MatmulArgs a;
+  a.x = x.data;
+  a.dtype = x.dtype;
+  a.m = x.rows;
+  a.kx = x.cols;
+  a.x_stride = x.stride;
+  a.packed = w.packed.data();
+  a.scales = w.scales.data();
+  a.tensor_scale = w.ts;
+  a.n = w.n;
+  a.k = w.k;
+  a.y = y.data;
+  a.y_stride = y.stride;
+  return a;
+}
+
+// fp32 with every mantissa bit in use (bit 0 set: 24 significant bits), exponent in [lo, hi].
+float full_mantissa(std::mt19937_64& rng, int elo, int ehi) {
+  const std::uint32_t man = static_cast<std::uint32_t>(rng() & 0x7FFFFFu) | 1u;
+  const int e = elo + static_cast<int>(rng() % static_cast<std::uint64_t>(ehi - elo + 1));
+  const std::uint32_t sign = (rng() & 1u) ? 0x80000000u : 0u;
+  return f32_from_bits(sign | (static_cast<std::uint32_t>(e + 127) << 23) | man);
+}
+
+// Adversarial activations for the split: full-mantissa fp32 over [2^-102, 2^100) (huge and tiny
+// in one row), the edge 2^-102 (smallest accepted exponent), zeros and -0; fp16: every exponent incl. subnormals (2^-24..), 65504, and -0.
+Act adversarial_x(DType t, std::int64_t m, std::int64_t kx, std::int64_t stride, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Act a;
+  a.bytes.assign(static_cast<std::size_t>(std::max<std::int64_t>(1, m * stride) * dtype_size(t)), 0xFF);
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t k = 0; k < kx; ++k) {
+      const std::int64_t at = i * stride + k;
+      const int r = static_cast<int>(rng() % 32);
+      if (t == DType::kF16) {
+        std::uint16_t h = static_cast<std::uint16_t>(rng() & 0xFFFF);
+        if ((h & 0x7C00) == 0x7C00) h &= 0xBFFF;  // no Inf/NaN here (own test)
+        if (r == 0) h = 0x7BFF;                  // 65504
+        if (r == 1) h = static_cast<std::uint16_t>(0x8000 | (rng() % 0x400));  // -subnormal / -0
+        static_cast<std::uint16_t*>(static_cast<void*>(a.bytes.data()))[at] = h;
+        continue;
+      }
+      float v = full_mantissa(rng, -30, 30);
+      if (r == 0) v = full_mantissa(rng, -102, -90);
+      if (r == 1) v = full_mantissa(rng, 80, 100);
+      if (r == 2) v = std::ldexp(1.0f, -102);
+      if (r == 3) v = full_mantissa(rng, 100, 100);
+      if (r == 4) v = (rng() & 1) ? 0.0f : -0.0f;
+      store_from_f32(a.bytes.data(), t, at, v);
+    }
+    for (std::int64_t k = kx; k < stride; ++k) store_from_f32(a.bytes.data(), t, i * stride + k, NAN);
+  }
+  a.view = MatrixView{a.bytes.data(), t, m, kx, stride};
+  return a;
+}
+
+// Every dtype, M = 1..8, odd N, K with and without a 256-k tail and short activations: the split
+// must be taken (the kernel returns true), and every path must match the oracle within tolerance.
+TEST(CpuMatmulSplit, AdversarialActivationsMatchOracle) {
+  if (!cpu::cpu_path_supported(CpuPath::kGemvAvx512Bf16, DType::kF32))
+    GTEST_SKIP() << "AVX512-BF16 + VBMI not available: the split GEMV cannot run here";
+  const Case cases[] = {{1, 37, 16, 0}, {2, 131, 48, 5}, {3, 37, 784, 0}, {4, 41, 4112, 9},
+                        {5, 7, 512, 0}, {6, 13, 272, 3}, {7, 11, 1024, 0}, {8, 37, 784, 1}};
+  std::uint64_t seed = 777;
+  for (const Case& c : cases)
+    for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+      ++seed;
+      const std::int64_t kx = c.k - c.kx_short;
+      const std::string trace = "seed=" + std::to_string(seed) + " M=" + std::to_string(c.m) + " N=" +
+                                std::to_string(c.n) + " K=" + std::to_string(c.k) + " kx=" + std::to_string(kx) +
+                                " dtype=" + dtype_name(t);
+      SCOPED_TRACE(trace);
+      const Weight w = random_weight(c.n, c.k, seed);
+      const Act x = t == DType::kBF16 ? random_x(t, c.m, kx, kx + 1, seed * 3) : adversarial_x(t, c.m, kx, kx + 1, seed * 3);
+      Out y = poisoned(t, c.m, c.n, c.n);
+      EXPECT_TRUE(cpu::gemv_nvfp4_avx512bf16(args_of(x.view, w, y.view))) << "split refused";
+      check_all_paths(w, x, c.n + 2, trace);
+    }
+}
+
+// Row i of x has one nonzero, a value needing all its significant bits (fp32: 24, fp16: 11),
+// at k_i. The oracle gives fl(fl(x w) ts); the split kernel forms lo*w + mid*w (exact: a 16-bit
+// r1 times a <= 6-bit w), + hi*w (one rounding: fl(x w)), then * ts: the same bits. So any lost,
+// doubled or misplaced piece (even the 2^-16 lo piece) fails. Output in fp32, fp16 and bf16.
+TEST(CpuMatmulSplit, ScaledOneHotSplitIsBitExact) {
+  if (!cpu::cpu_path_supported(CpuPath::kGemvAvx512Bf16, DType::kF32))
+    GTEST_SKIP() << "AVX512-BF16 + VBMI not available: the split GEMV cannot run here";
+  const std::uint64_t seed = 31337;
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  for (const std::int64_t k : {std::int64_t{784}, std::int64_t{48}}) {
+    const std::int64_t n = 37, m = 24;  // 24 rows: 3 passes of 8 rows (fp16: 48, fp32: 72 kernel rows)
+    const Weight w = random_weight(n, k, seed + k);
+    for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " K=" + std::to_string(k));
+      std::mt19937_64 rng(seed * 5 + k);
+      std::vector<std::uint8_t> xb(static_cast<std::size_t>(m * k * dtype_size(t)), 0);
+      for (std::int64_t i = 0; i < m; ++i) {
+        const std::int64_t at = i * k + (i * 37 + 5) % k;
+        if (t == DType::kF32) {
+          store_from_f32(xb.data(), t, at, full_mantissa(rng, i == 0 ? -102 : -100, i == 1 ? 119 : 100));
+        } else if (t == DType::kF16) {
+          // 11 significant bits (mantissa bit 0 set), every exponent incl. subnormal
+          const std::uint16_t h = static_cast<std::uint16_t>(((rng() & 1) << 15) | ((rng() % 31) << 10) | (rng() & 0x3FF) | 1);
+          static_cast<std::uint16_t*>(static_cast<void*>(xb.data()))[at] = h;
+        } else {
+          store_from_f32(xb.data(), t, at, full_mantissa(rng, -100, 100));
+        }
+      }
+      const MatrixView xv{xb.data(), t, m, k, k};
+      Out ref = poisoned(t, m, n, n), y = poisoned(t, m, n, n);
+      quantized_matmul_ref(xv, w.view(), ref.view);
+      EXPECT_TRUE(cpu::gemv_nvfp4_avx512bf16(args_of(xv, w, y.view))) << "split refused";
+      int bad = 0;
+      for (std::int64_t i = 0; i < m && bad < 5; ++i)
+        for (std::int64_t j = 0; j < n && bad < 5; ++j)
+          if (!(y.get(i, j) == ref.get(i, j))) {
+            ADD_FAILURE() << "m=" << i << " n=" << j << " x=" << load_as_f32(xb.data(), t, i * k + (i * 37 + 5) % k)
+                          << " ref=" << ref.get(i, j) << " got=" << y.get(i, j);
+            ++bad;
+          }
+    }
+  }
+}
+
+// Data the split cannot take exactly: the kernel refuses (returns false) and writes nothing; the
+// dispatched path (Highway GEMV fallback) still matches the oracle.
+TEST(CpuMatmulSplit, UnsplittableDataFallsBackAndMatches) {
+  if (!cpu::cpu_path_supported(CpuPath::kGemvAvx512Bf16, DType::kF32))
+    GTEST_SKIP() << "AVX512-BF16 + VBMI not available: the split GEMV cannot run here";
+  const Weight w = random_weight(13, 528, 5);
+  struct Bad { DType t; float v; bool split; const char* what; };
+  const Bad bads[] = {
+      {DType::kF32, std::ldexp(1.0f, -103), false, "2^-103"},
+      {DType::kF32, std::ldexp(1.5f, -103), false, "1.5 * 2^-103"},
+      {DType::kF32, f32_from_bits(0x00000001u), false, "smallest fp32 subnormal"},
+      {DType::kF32, -f32_from_bits(0x007FFFFFu), false, "largest fp32 subnormal"},
+      {DType::kF32, std::ldexp(1.0f, 120), false, "2^120"},
+      {DType::kF32, std::ldexp(1.0f, 127), false, "2^127"},
+      {DType::kF32, std::ldexp(1.0f, -102), true, "2^-102 (accepted)"},
+      {DType::kF32, -f32_from_bits(0x7B7FFFFFu), true, "-(2^120 - 2^96) (accepted)"},
+      {DType::kF16, std::ldexp(1.0f, -24), true, "fp16 smallest subnormal (accepted)"},
+      {DType::kF16, 65504.0f, true, "fp16 max (accepted)"},
+  };
+  for (const Bad& b : bads) {
+    for (std::int64_t pos : {std::int64_t{0}, std::int64_t{517}, std::int64_t{527}}) {
+      SCOPED_TRACE(std::string(b.what) + " dtype=" + dtype_name(b.t) + " at k=" + std::to_string(pos) + " seed=6");
+      Act x = random_x(b.t, 3, 528, 530, 6);
+      store_from_f32(x.bytes.data(), b.t, 1 * 530 + pos, b.v);
+      Out y = poisoned(b.t, 3, 13, 13);
+      EXPECT_EQ(cpu::gemv_nvfp4_avx512bf16(args_of(x.view, w, y.view)), b.split);
+      if (!b.split) {
+        for (std::int64_t i = 0; i < 3 * 13; ++i) ASSERT_TRUE(std::isnan(y.get(i / 13, i % 13))) << "wrote before refusing";
+      }
+      // Near FLT_MAX any two summation orders may overflow differently (the Highway GEMV's
+      // unscaled block partial e2m1 * x overflows above ~2^121 before the scale <= 448 / >= 2^-9
+      // applies): the oracle comparison is for the small values.
+      if (std::fabs(b.v) < 0x1p100f) check_all_paths(w, x, 13, b.what);
+    }
+  }
+}
+
+// The dispatcher follows the tuning table's per-M choice for fp16/fp32 (and bf16 always takes
+// the vdpbf16ps GEMV up to gemv_max_m); the public entry then matches the oracle.
+TEST(CpuMatmulSplit, DispatchFollowsTuningTable) {
+  if (!cpu::cpu_path_supported(CpuPath::kGemvAvx512Bf16, DType::kF32))
+    GTEST_SKIP() << "AVX512-BF16 + VBMI not available: the split GEMV cannot run here";
+  const cpu::CpuTuning saved = cpu::cpu_tuning();
+  cpu::CpuTuning t = saved;
+  t.gemv_split_f32_rows = 0x2;   // M = 2 only
+  t.gemv_split_f16_rows = 0x81;  // M = 1 and 8
+  cpu::cpu_tuning_mutable() = t;
+  EXPECT_EQ(cpu::cpu_path_for(1, DType::kF32), CpuPath::kGemv);
+  EXPECT_EQ(cpu::cpu_path_for(2, DType::kF32), CpuPath::kGemvAvx512Bf16);
+  EXPECT_EQ(cpu::cpu_path_for(3, DType::kF32), CpuPath::kGemv);
+  EXPECT_EQ(cpu::cpu_path_for(1, DType::kF16), CpuPath::kGemvAvx512Bf16);
+  EXPECT_EQ(cpu::cpu_path_for(4, DType::kF16), CpuPath::kGemv);
+  EXPECT_EQ(cpu::cpu_path_for(8, DType::kF16), CpuPath::kGemvAvx512Bf16);
+  EXPECT_EQ(cpu::cpu_path_for(5, DType::kBF16), CpuPath::kGemvAvx512Bf16);
+  EXPECT_NE(cpu::cpu_path_for(t.gemv_max_m + 1, DType::kF16), CpuPath::kGemvAvx512Bf16);
+  EXPECT_EQ(cpu::cpu_kernel_name(2, DType::kF32), "gemv_nvfp4_avx512bf16_sp3");
+  const Weight w = random_weight(23, 784, 12);
+  for (DType dt : {DType::kF32, DType::kF16})
+    for (std::int64_t m : {1, 2, 8}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " M=" + std::to_string(m) + " seed=13");
+      const Act x = random_x(dt, m, 784, 784, 13);
+      Out y = poisoned(dt, m, 23, 23), r = poisoned(dt, m, 23, 23);
+      quantized_matmul(x.view, w.view(), y.view, Backend::kCpu);
+      quantized_matmul_ref(x.view, w.view(), r.view);
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t j = 0; j < 23; ++j) {
+          if (y.get(i, j) == r.get(i, j)) continue;  // incl. equal fp16 overflow to Inf
+          EXPECT_NEAR(y.get(i, j), r.get(i, j), 1e-3 * (std::fabs(r.get(i, j)) + 1e-3)) << i << "," << j;
+        }
+    }
+  cpu::cpu_tuning_mutable() = saved;
+}
+
+// NaN / +-Inf activations: the NaN / Inf pattern of y must equal the oracle's on every path and
+// dtype (NaN row -> NaN everywhere; Inf -> +-Inf, or NaN where the weight is 0 or +Inf meets -Inf).
+TEST(CpuMatmulSplit, NaNInfActivationsPropagateLikeOracle) {
+  const std::uint64_t seed = 4711;
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  Weight w = random_weight(29, 784, seed);
+  w.ts = 1.0f;
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16})
+    for (std::int64_t m : {1, 3, 8}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " M=" + std::to_string(m));
+      Act x = random_x(t, m, 784, 784, seed + m);
+      store_from_f32(x.bytes.data(), t, 0 * 784 + 100, m == 3 ? NAN : INFINITY);
+      if (m > 1) {
+        store_from_f32(x.bytes.data(), t, 1 * 784 + 7, -INFINITY);
+        store_from_f32(x.bytes.data(), t, 2 * 784 + 300, INFINITY);
+        store_from_f32(x.bytes.data(), t, 2 * 784 + 781, -INFINITY);  // + and - Inf in one row
+      }
+      if (m == 8) store_from_f32(x.bytes.data(), t, 7 * 784 + 783, NAN);  // in the 16-k tail
+      check_all_paths(w, x, 29, std::string("naninf ") + dtype_name(t));
+    }
 }
 
 TEST(CpuParallelFor, RunsEveryTaskOnceAndNests) {

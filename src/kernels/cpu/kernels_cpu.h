@@ -30,11 +30,15 @@ struct MatmulArgs {
 // gemv_nvfp4_hwy.cpp: weights streamed once per group of <= 8 rows of x; any M. Runs the
 // Highway target chosen by dynamic dispatch (hwy::SetSupportedTargetsForTest narrows it).
 void gemv_nvfp4_hwy(const MatmulArgs& a);
-// gemv_nvfp4_avx512bf16.cpp: bf16 activations only, needs gemv_avx512bf16_supported()
-// (AVX512-BF16 + VBMI); any M (tuned for M <= 8): 32 products per vdpbf16ps, codes decoded by
-// vpsrlw + vpermw, scales by vpermb + vpermt2b.
+// gemv_nvfp4_avx512bf16.cpp: needs gemv_avx512bf16_supported() (AVX512-BF16 + VBMI); any M
+// (tuned for M <= 8): 32 products per vdpbf16ps, codes decoded by vpsrlw + vpermw, scales by
+// vpermb + vpermt2b. fp16 / fp32 activations are split exactly into 2 / 3 bf16 pieces per row
+// (gemv_avx512bf16_pieces) that run as extra rows. Returns false, writing nothing, when the
+// activations cannot be split exactly (fp32: a nonzero |x| < 2^-102, |x| >= 2^120, Inf, NaN;
+// fp16: Inf, NaN); the caller then runs another kernel (the dispatcher: gemv_nvfp4_hwy).
 bool gemv_avx512bf16_supported();
-void gemv_nvfp4_avx512bf16(const MatmulArgs& a);
+int gemv_avx512bf16_pieces(DType t);
+bool gemv_nvfp4_avx512bf16(const MatmulArgs& a);
 // gemm_nvfp4_hwy.cpp: W decoded exactly to fp32 panels, fp32 FMA microkernel; any dtype.
 void gemm_nvfp4_hwy(const MatmulArgs& a);
 // Name of the Highway target dynamic dispatch picks now ("AVX3", "AVX2", "EMU128", ...).

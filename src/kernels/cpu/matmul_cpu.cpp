@@ -1,11 +1,15 @@
 // kernels/cpu/matmul_cpu.cpp -- the CPU backend's dispatcher: a short ordered chain.
-//   M <= gemv_max_m, bf16, AVX512-BF16+VBMI -> GEMV on vdpbf16ps
+//   M <= gemv_max_m, AVX512-BF16+VBMI, and bf16, or fp16/fp32 with M in gemv_split_f16_rows /
+//     gemv_split_f32_rows                    -> GEMV on vdpbf16ps (fp16/fp32 split exactly into
+//                                               2/3 bf16 pieces; if the data cannot be split
+//                                               exactly, e.g. NaN/Inf, the Highway GEMV runs)
 //   M <= gemv_max_m (tuning_cpu.h)          -> GEMV (Highway, best target)
 //   bf16 activations, AMX granted            -> GEMM on AMX tiles
 //   bf16 activations, AVX512-BF16            -> GEMM on vdpbf16ps
 //   otherwise                                -> GEMM fp32 (Highway, best target)
-// fp32/fp16 activations never take a bf16 path: rounding x to bf16 would cost ~2^-9 relative
-// per product, far outside the documented tolerance.
+// fp32/fp16 activations are never rounded to bf16 (that would cost ~2^-9 relative per product,
+// far outside the documented tolerance): the GEMV splits them exactly (proof in
+// gemv_nvfp4_avx512bf16.cpp); the bf16 GEMMs take bf16 only.
 #include "kernels/cpu/matmul_cpu.h"
 
 #include <string>
@@ -62,15 +66,19 @@ const char* cpu_path_name(CpuPath p) {
 bool cpu_path_supported(CpuPath p, DType t) {
   switch (p) {
     case CpuPath::kGemmAvx512Bf16: return t == DType::kBF16 && bf16_kernel_supported(Bf16Kernel::kAvx512Bf16);
-    case CpuPath::kGemvAvx512Bf16: return t == DType::kBF16 && gemv_avx512bf16_supported();
+    case CpuPath::kGemvAvx512Bf16: return gemv_avx512bf16_supported();  // any dtype (exact split)
     case CpuPath::kGemmAmx: return t == DType::kBF16 && bf16_kernel_supported(Bf16Kernel::kAmx);
     default: return true;
   }
 }
 
 CpuPath cpu_path_for(std::int64_t m, DType t) {
-  if (m <= cpu_tuning().gemv_max_m)
-    return cpu_path_supported(CpuPath::kGemvAvx512Bf16, t) ? CpuPath::kGemvAvx512Bf16 : CpuPath::kGemv;
+  const CpuTuning& tune = cpu_tuning();
+  if (m <= tune.gemv_max_m) {
+    const std::uint32_t rows = t == DType::kF32 ? tune.gemv_split_f32_rows : tune.gemv_split_f16_rows;
+    const bool take = t == DType::kBF16 || (m >= 1 && m <= 32 && ((rows >> (m - 1)) & 1u) != 0);
+    return take && cpu_path_supported(CpuPath::kGemvAvx512Bf16, t) ? CpuPath::kGemvAvx512Bf16 : CpuPath::kGemv;
+  }
   if (cpu_path_supported(CpuPath::kGemmAmx, t)) return CpuPath::kGemmAmx;
   if (cpu_path_supported(CpuPath::kGemmAvx512Bf16, t)) return CpuPath::kGemmAvx512Bf16;
   return CpuPath::kGemmF32;
@@ -80,6 +88,9 @@ std::string cpu_kernel_name(std::int64_t m, DType t) {
   const CpuPath p = cpu_path_for(m, t);
   std::string s = cpu_path_name(p);
   if (p == CpuPath::kGemv || p == CpuPath::kGemmF32) s += std::string("_") + hwy_target_name();
+  // "_sp3" / "_sp2": fp32 / fp16 rows split into 3 / 2 bf16 pieces (<= 26 characters: the
+  // width of the bench table's kernel column).
+  if (p == CpuPath::kGemvAvx512Bf16 && t != DType::kBF16) s += "_sp" + std::to_string(gemv_avx512bf16_pieces(t));
   return s;
 }
 
@@ -109,7 +120,11 @@ void quantized_matmul_path(const MatrixView& x, const WeightView& w, const Matri
     case CpuPath::kGemv: gemv_nvfp4_hwy(a); break;
     case CpuPath::kGemmF32: gemm_nvfp4_hwy(a); break;
     case CpuPath::kGemmAvx512Bf16: gemm_nvfp4_bf16(a, Bf16Kernel::kAvx512Bf16); break;
-    case CpuPath::kGemvAvx512Bf16: gemv_nvfp4_avx512bf16(a); break;
+    case CpuPath::kGemvAvx512Bf16:
+      // Activations that cannot be split exactly into bf16 pieces (fp32 outside [2^-102, 2^120),
+      // Inf/NaN): the Highway GEMV gives the same contract (oracle within tolerance, same NaN/Inf).
+      if (!gemv_nvfp4_avx512bf16(a)) gemv_nvfp4_hwy(a);
+      break;
     default: gemm_nvfp4_bf16(a, Bf16Kernel::kAmx); break;
   }
 }

@@ -21,7 +21,8 @@ enum class CpuPath : std::uint8_t {
   kGemmF32,        // Highway GEMM, exact fp32 weight panels, fp32 FMA, any dtype
   kGemmAvx512Bf16, // bf16 panels + vdpbf16ps microkernel, bf16 activations only
   kGemmAmx,        // bf16 panels + AMX tiles, bf16 activations only
-  kGemvAvx512Bf16, // GEMV on vdpbf16ps (vpermw decode), bf16 activations only
+  kGemvAvx512Bf16, // GEMV on vdpbf16ps (vpermw decode); fp16/fp32 split exactly into 2/3 bf16
+                   // pieces (falls back to kGemv for data that cannot be split exactly)
 };
 const char* cpu_path_name(CpuPath p);
 // Whether the path can run on this CPU for activations of dtype t.

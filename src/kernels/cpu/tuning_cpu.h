@@ -12,6 +12,15 @@ struct CpuTuning {
   // GEMV (weights streamed once for all rows of x) up to this M; GEMM above. At M=8 the GEMV
   // still runs 8 FMAs per decoded vector, which keeps it under the decode+stream cost.
   std::int64_t gemv_max_m = 8;
+  // fp16 / fp32 activations with M <= gemv_max_m take the AVX512-BF16 GEMV (split exactly into
+  // 2 / 3 bf16 pieces, i.e. 2M / 3M kernel rows) for the M whose bit (M-1) is set here, else the
+  // Highway fp32 GEMV. Same results contract either way (oracle within the documented tolerance).
+  // Measured (Zen 4 VM, 2 threads, cold, N=4096 K=14336, paired `nvfp4 compare`, split / Highway,
+  // docs/perf-cpu.md section 5): fp16 M=1 0.72, M=4 0.68, M=8 0.60 (all M faster); fp32 M=1
+  // 1.012 [1.002, 1.024] (3-row tile = Highway's compute: kept on Highway), M=2 0.87, M=3 0.998
+  // (tie: Highway), M=4 0.80, M=8 0.89; M=5..7 0.81-0.96 (interleaved cpu_paths_bench).
+  std::uint32_t gemv_split_f16_rows = 0xFF;        // M = 1..8
+  std::uint32_t gemv_split_f32_rows = 0xFA;        // M = 2, 4..8
   // Weight rows (N) per GEMV task; several rows per task give independent FMA chains and let
   // one atomic per task amortise over >= 16 KiB of weights at K=4096.
   std::int64_t gemv_rows_per_task = 8;
