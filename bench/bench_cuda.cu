@@ -140,6 +140,50 @@ double copy_ceiling_gbps() {
   return 2.0 * bytes / (quant(t, 0.5) * 1e6);
 }
 
+// The oracle check every validated row uses: the device output dy ([m, n], dtype dt) against
+// quantized_matmul_ref on the first and last 256 output columns of the canonical weight
+// (wp0, ws0), with an exact fp32 copy of the activations. Returns the max error relative to
+// the largest oracle value (over those columns), +Inf if any output is not finite.
+double oracle_rel_err(const Shape& s, DType dt, const Tensor& hx, const void* wp0, const void* ws0, float ts, const void* dy) {
+  Tensor hy(dt, {s.m, s.n});
+  ck(cudaMemcpy(hy.data(), dy, hy.bytes.size(), cudaMemcpyDeviceToHost), "copy y");
+  const std::int64_t part = std::min<std::int64_t>(s.n, 256);
+  Tensor xf(DType::kF32, {s.m, s.k});
+  for (std::int64_t i = 0; i < xf.numel(); ++i) xf.set(i, hx.get(i));
+  double max_err = 0, max_ref = 0;
+  for (std::int64_t n0 : {std::int64_t{0}, s.n - part}) {
+    std::vector<std::uint8_t> hp(static_cast<std::size_t>(part) * s.k / 2), hs(static_cast<std::size_t>(part) * s.k / 16);
+    ck(cudaMemcpy(hp.data(), static_cast<const std::uint8_t*>(wp0) + n0 * s.k / 2, hp.size(), cudaMemcpyDeviceToHost), "copy w");
+    ck(cudaMemcpy(hs.data(), static_cast<const std::uint8_t*>(ws0) + n0 * s.k / 16, hs.size(), cudaMemcpyDeviceToHost), "copy s");
+    Tensor ref(DType::kF32, {s.m, part});
+    quantized_matmul_ref(MatrixView{xf.data(), DType::kF32, s.m, s.k, s.k}, WeightView{hp.data(), hs.data(), ts, part, s.k},
+                         MatrixView{ref.data(), DType::kF32, s.m, part, part});
+    for (std::int64_t m = 0; m < s.m; ++m)
+      for (std::int64_t j = 0; j < part; ++j) {
+        const double a = hy.get(m * s.n + n0 + j), b = ref.get(m * part + j);
+        if (!std::isfinite(a)) {
+          std::fprintf(stderr, "bench: non-finite output y[%ld,%ld] = %g (oracle %g)\n", static_cast<long>(m),
+                       static_cast<long>(n0 + j), a, b);
+          return INFINITY;
+        }
+        max_err = std::max(max_err, std::fabs(a - b));
+        max_ref = std::max(max_ref, std::fabs(b));
+      }
+  }
+  return max_ref > 0 ? max_err / max_ref : max_err;
+}
+
+// Output rounding dominates: bf16 2^-8, fp16 2^-11 relative; fp32 sums ~1e-6.
+double oracle_tolerance(DType dt) { return dt == DType::kBF16 ? 1e-2 : (dt == DType::kF16 ? 2e-3 : 1e-5); }
+
+void poison(void* dy, std::size_t bytes) {
+  std::vector<std::uint8_t> nan(bytes, 0xFF);
+  ck(cudaMemcpy(dy, nan.data(), nan.size(), cudaMemcpyHostToDevice), "poison");
+  // A pageable cudaMemcpy may return before its DMA lands, and the bench stream does not wait
+  // for the legacy stream (found on H200: the poison overwrote a finished result).
+  ck(cudaDeviceSynchronize(), "poison");
+}
+
 }  // namespace
 
 std::vector<Row> run_cuda(const Options& opts) {
@@ -204,51 +248,23 @@ std::vector<Row> run_cuda(const Options& opts) {
     r.cold = opts.cold;
     r.bytes = nvfp4_matmul_bytes(s, dt);
     r.ceiling_gbps = ceiling;
+    const std::size_t ybytes = static_cast<std::size_t>(s.m) * s.n * es;
+    auto validate = [&](Row& row, const std::string& what) {
+      row.max_rel_err = oracle_rel_err(s, dt, hx, wp[0]->p, ws[0]->p, ts, dy.p);
+      row.validated = row.max_rel_err <= oracle_tolerance(dt);
+      if (!row.validated)
+        fail("bench", "cuda " + what + " result does not match the oracle at M=" + std::to_string(s.m) + " N=" +
+                          std::to_string(s.n) + " K=" + std::to_string(s.k) + " (max rel err " +
+                          std::to_string(row.max_rel_err) + ")");
+    };
     {
       // Validate first: poisoned output, full GPU run, oracle on the first/last columns.
-      std::vector<std::uint8_t> nan(static_cast<std::size_t>(s.m) * s.n * es, 0xFF);
-      ck(cudaMemcpy(dy.p, nan.data(), nan.size(), cudaMemcpyHostToDevice), "poison");
-      // A pageable cudaMemcpy may return before its DMA lands, and `st` does not wait for the
-      // legacy stream (found on H200: the poison overwrote a finished result).
-      ck(cudaDeviceSynchronize(), "poison");
+      poison(dy.p, ybytes);
       std::string kname;
       cuda::quantized_matmul_tile(xv, wview(0), yv, st, nullptr, &kname);
       r.kernel = kname;
       ck(cudaStreamSynchronize(st), "validation run");
-      Tensor hy(dt, {s.m, s.n});
-      ck(cudaMemcpy(hy.data(), dy.p, hy.bytes.size(), cudaMemcpyDeviceToHost), "copy y");
-      const std::int64_t part = std::min<std::int64_t>(s.n, 256);
-      double max_err = 0, max_ref = 0;
-      bool finite = true;
-      for (std::int64_t n0 : {std::int64_t{0}, s.n - part}) {
-        std::vector<std::uint8_t> hp(static_cast<std::size_t>(part) * s.k / 2), hs(static_cast<std::size_t>(part) * s.k / 16);
-        ck(cudaMemcpy(hp.data(), static_cast<std::uint8_t*>(wp[0]->p) + n0 * s.k / 2, hp.size(), cudaMemcpyDeviceToHost), "copy w");
-        ck(cudaMemcpy(hs.data(), static_cast<std::uint8_t*>(ws[0]->p) + n0 * s.k / 16, hs.size(), cudaMemcpyDeviceToHost), "copy s");
-        Tensor ref(DType::kF32, {s.m, part}), xf(DType::kF32, {s.m, s.k});  // xf: exact fp32 copy of x
-        for (std::int64_t i = 0; i < xf.numel(); ++i) xf.set(i, hx.get(i));
-        quantized_matmul_ref(MatrixView{xf.data(), DType::kF32, s.m, s.k, s.k},
-                             WeightView{hp.data(), hs.data(), ts, part, s.k},
-                             MatrixView{ref.data(), DType::kF32, s.m, part, part});
-        for (std::int64_t m = 0; m < s.m; ++m)
-          for (std::int64_t j = 0; j < part; ++j) {
-            const double a = hy.get(m * s.n + n0 + j), b = ref.get(m * part + j);
-            if (!std::isfinite(a) && finite) {
-              std::fprintf(stderr, "bench: first non-finite output y[%ld,%ld] = %g (oracle %g)\n", static_cast<long>(m),
-                           static_cast<long>(n0 + j), a, b);
-              finite = false;
-            }
-            max_err = std::max(max_err, std::fabs(a - b));
-            max_ref = std::max(max_ref, std::fabs(b));
-          }
-      }
-      r.max_rel_err = max_ref > 0 ? max_err / max_ref : max_err;
-      // Output rounding dominates: bf16 2^-8, fp16 2^-11 relative; fp32 sums ~1e-6.
-      const double tol = dt == DType::kBF16 ? 1e-2 : (dt == DType::kF16 ? 2e-3 : 1e-5);
-      r.validated = finite && r.max_rel_err <= tol;
-      if (!r.validated)
-        fail("bench", "cuda nvfp4 result does not match the oracle at M=" + std::to_string(s.m) + " N=" +
-                          std::to_string(s.n) + " K=" + std::to_string(s.k) + " (max rel err " +
-                          std::to_string(r.max_rel_err) + ")");
+      validate(r, "nvfp4");
     }
     time_calls(r, opts, copies, st, [&](std::size_t c) { cuda::quantized_matmul(xv, wview(c), yv, st); });
     r.gbps = r.bytes / r.us_median / 1e3;  // bench.h: bytes / us_median (graph GB/s = bytes / us_graph)
@@ -261,19 +277,21 @@ std::vector<Row> run_cuda(const Options& opts) {
       cuda::GemvTile tile = cuda::gemv_lookup_tile(cuda::device_cc(), s.n, s.k);
       tile.legacy = true;
       std::string kname;
+      poison(dy.p, ybytes);
       cuda::quantized_matmul_tile(xv, wview(0), yv, st, &tile, &kname);
       ck(cudaStreamSynchronize(st), "legacy run");
       l.variant = "nvfp4_legacy";
       l.kernel = kname;
+      validate(l, "nvfp4_legacy");
       time_calls(l, opts, copies, st, [&](std::size_t c) { cuda::quantized_matmul_tile(xv, wview(c), yv, st, &tile); });
       l.gbps = l.bytes / l.us_median / 1e3;
       l.gflops = 2.0 * s.m * s.n * s.k / l.us_median / 1e3;
       rows.push_back(l);
     }
-    if (dt == DType::kBF16 && s.m <= 16 && cuda::repack_for_gemv_sm90_supported(s.n, s.k)) {
+    if (s.m <= 16 && cuda::repack_for_gemv_sm90_supported(s.n, s.k)) {
       // Side-by-side: the same weights repacked once (cuda::repack_for_gemv_sm90, not timed)
-      // into the gemv_sm90 layout, same rotation; validated against the oracle like the
-      // canonical row (docs/perf-cuda.md 7).
+      // into the gemv_sm90 layout, same rotation; each variant validated against the oracle
+      // like the canonical row (docs/perf-cuda.md 7, 9).
       std::vector<std::unique_ptr<Buf>> rpk, rsc;
       for (std::size_t c = 0; c < copies; ++c) {
         rpk.push_back(std::make_unique<Buf>(pb));
@@ -286,81 +304,38 @@ std::vector<Row> run_cuda(const Options& opts) {
         return cuda::RepackedWeightView{static_cast<const std::uint8_t*>(rpk[c]->p),
                                         static_cast<const std::uint8_t*>(rsc[c]->p), ts, s.n, s.k};
       };
-      Row q = r;
-      q.variant = "nvfp4_repacked";
-      std::vector<std::uint8_t> nan(static_cast<std::size_t>(s.m) * s.n * es, 0xFF);
-      ck(cudaMemcpy(dy.p, nan.data(), nan.size(), cudaMemcpyHostToDevice), "poison");
-      ck(cudaDeviceSynchronize(), "poison");
-      std::string kname;
-      cuda::quantized_matmul_repacked_tile(xv, rview(0), yv, st, nullptr, &kname);
-      ck(cudaStreamSynchronize(st), "repacked run");
-      q.kernel = kname;
-      // Validated against the oracle on the first/last 256 columns, same tolerance as above.
-      Tensor hy(dt, {s.m, s.n});
-      ck(cudaMemcpy(hy.data(), dy.p, hy.bytes.size(), cudaMemcpyDeviceToHost), "copy y");
-      const std::int64_t part = std::min<std::int64_t>(s.n, 256);
-      double max_err = 0, max_ref = 0;
-      bool finite = true;
-      for (std::int64_t n0 : {std::int64_t{0}, s.n - part}) {
-        std::vector<std::uint8_t> hp(static_cast<std::size_t>(part) * s.k / 2), hs(static_cast<std::size_t>(part) * s.k / 16);
-        ck(cudaMemcpy(hp.data(), static_cast<std::uint8_t*>(wp[0]->p) + n0 * s.k / 2, hp.size(), cudaMemcpyDeviceToHost), "copy w");
-        ck(cudaMemcpy(hs.data(), static_cast<std::uint8_t*>(ws[0]->p) + n0 * s.k / 16, hs.size(), cudaMemcpyDeviceToHost), "copy s");
-        Tensor ref(DType::kF32, {s.m, part}), xf(DType::kF32, {s.m, s.k});
-        for (std::int64_t i = 0; i < xf.numel(); ++i) xf.set(i, hx.get(i));
-        quantized_matmul_ref(MatrixView{xf.data(), DType::kF32, s.m, s.k, s.k}, WeightView{hp.data(), hs.data(), ts, part, s.k},
-                             MatrixView{ref.data(), DType::kF32, s.m, part, part});
-        for (std::int64_t m = 0; m < s.m; ++m)
-          for (std::int64_t j = 0; j < part; ++j) {
-            const double a = hy.get(m * s.n + n0 + j), b = ref.get(m * part + j);
-            if (!std::isfinite(a)) finite = false;
-            max_err = std::max(max_err, std::fabs(a - b));
-            max_ref = std::max(max_ref, std::fabs(b));
-          }
-      }
-      q.max_rel_err = max_ref > 0 ? max_err / max_ref : max_err;
-      q.validated = finite && q.max_rel_err <= 1e-2;
-      if (!q.validated)
-        fail("bench", "cuda nvfp4 repacked result does not match the oracle at M=" + std::to_string(s.m) + " N=" +
-                          std::to_string(s.n) + " K=" + std::to_string(s.k) + " (max rel err " + std::to_string(q.max_rel_err) + ")");
-      time_calls(q, opts, copies, st, [&](std::size_t c) { cuda::quantized_matmul_repacked(xv, rview(c), yv, st); });
-      q.gbps = q.bytes / q.us_median / 1e3;
-      q.gflops = 2.0 * s.m * s.n * s.k / q.us_median / 1e3;
-      rows.push_back(q);
+      // One repacked variant: validate (poisoned output, oracle), then time over the rotation.
+      auto repacked_row = [&](const std::string& variant, const cuda::GemvTile* tile, const cuda::RepackedMatmulOptions& o) {
+        Row q = r;
+        q.variant = variant;
+        poison(dy.p, ybytes);
+        std::string kname;
+        cuda::quantized_matmul_repacked_tile(xv, rview(0), yv, st, tile, &kname, o);
+        ck(cudaStreamSynchronize(st), variant + " run");
+        q.kernel = tile ? kname + "_w" + std::to_string(tile->warps_per_block) + "_ks" + std::to_string(tile->k_split) : kname;
+        validate(q, variant);
+        time_calls(q, opts, copies, st, [&](std::size_t c) {
+          cuda::quantized_matmul_repacked_tile(xv, rview(c), yv, st, tile, nullptr, o);
+        });
+        q.gbps = q.bytes / q.us_median / 1e3;
+        q.gflops = 2.0 * s.m * s.n * s.k / q.us_median / 1e3;
+        rows.push_back(q);
+      };
+      repacked_row("nvfp4_repacked", nullptr, {});
+      // Programmatic dependent launch: back-to-back calls in the graph overlap one kernel's tail
+      // with the next one's launch and first weight loads (nvfp4/cuda.h RepackedMatmulOptions).
+      cuda::RepackedMatmulOptions pdl;
+      pdl.overlap_previous_kernel = true;
+      repacked_row("nvfp4_repacked_pdl", nullptr, pdl);
       if (!tuned.empty()) {
-        // Side-by-side: the tile of another table (NVFP4_BENCH_TUNED=FILE, e.g. a fresh `nvfp4
-        // tune`) on the same repacked weights and rotation, same run; validated the same way.
+        // The tile of another table (NVFP4_BENCH_TUNED=FILE, e.g. a fresh `nvfp4 tune`) on the
+        // same repacked weights and rotation, same run.
+        const std::int64_t vrows = std::min<std::int64_t>(s.m, 16) * (dt == DType::kF32 ? 3 : (dt == DType::kF16 ? 2 : 1));
         const cuda::GemvTableEntry* e =
-            cuda::gemv_find_entry(tuned, cuda::device_cc(), s.n, s.k, cuda::GemvLayout::kRepacked, std::min<std::int64_t>(s.m, 16));
+            cuda::gemv_find_entry(tuned, cuda::device_cc(), s.n, s.k, cuda::GemvLayout::kRepacked, std::min<std::int64_t>(vrows, 16));
         const cuda::GemvTile tile =
-            e ? e->tile : cuda::gemv_lookup_tile(cuda::device_cc(), s.n, s.k, cuda::GemvLayout::kRepacked, std::min<std::int64_t>(s.m, 16));
-        Row u = q;
-        u.variant = "nvfp4_repacked_tuned";
-        ck(cudaMemcpy(dy.p, nan.data(), nan.size(), cudaMemcpyHostToDevice), "poison");
-        ck(cudaDeviceSynchronize(), "poison");
-        cuda::quantized_matmul_repacked_tile(xv, rview(0), yv, st, &tile, &kname);
-        ck(cudaStreamSynchronize(st), "tuned repacked run");
-        u.kernel = kname + "_w" + std::to_string(tile.warps_per_block) + "_ks" + std::to_string(tile.k_split);
-        Tensor hu(dt, {s.m, s.n});
-        ck(cudaMemcpy(hu.data(), dy.p, hu.bytes.size(), cudaMemcpyDeviceToHost), "copy y");
-        // Same function as the table tile within the K-split reordering of fp32 sums: compare
-        // with the validated repacked result (bf16 output: a few ulps at 2^-8 relative).
-        double md = 0, mref = 0;
-        bool fin = true;
-        for (std::int64_t i = 0; i < hu.numel(); ++i) {
-          const double a = hu.get(i), b = hy.get(i);
-          if (!std::isfinite(a)) fin = false;
-          md = std::max(md, std::fabs(a - b));
-          mref = std::max(mref, std::fabs(b));
-        }
-        u.max_rel_err = mref > 0 ? md / mref : md;
-        u.validated = fin && u.max_rel_err <= 1e-2;
-        if (!u.validated)
-          fail("bench", "cuda nvfp4 repacked result with the tuned tile differs from the table tile's at N=" +
-                            std::to_string(s.n) + " K=" + std::to_string(s.k));
-        time_calls(u, opts, copies, st, [&](std::size_t c) { cuda::quantized_matmul_repacked_tile(xv, rview(c), yv, st, &tile); });
-        u.gbps = u.bytes / u.us_median / 1e3;
-        u.gflops = 2.0 * s.m * s.n * s.k / u.us_median / 1e3;
-        rows.push_back(u);
+            e ? e->tile : cuda::gemv_lookup_tile(cuda::device_cc(), s.n, s.k, cuda::GemvLayout::kRepacked, std::min<std::int64_t>(vrows, 16));
+        repacked_row("nvfp4_repacked_tuned", &tile, {});
       }
     }
     wp.clear();

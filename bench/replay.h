@@ -38,10 +38,13 @@ struct ReplayOptions {
   DType dtype = DType::kBF16;      // activations/outputs of the NVFP4 layers
   std::string backend = "cpu";     // "cpu" or "cuda"
   bool nvfp4 = true;               // run the NVFP4 replay
-  // CUDA decode with bf16 activations runs on weights repacked once at load for the decode GEMV
+  // CUDA decode runs on weights repacked once at load for the decode GEMV
   // (nvfp4::cuda::repack_for_gemv_sm90, what an engine would do); true keeps the canonical
   // checkpoint layout (the A/B of the repack: `compare --b "self --canonical"`).
   bool canonical_layout = false;
+  // CUDA decode on repacked weights: programmatic dependent launch between the GEMVs (the
+  // A/B: `compare --b "self --pdl"`). Off by default, like the API.
+  bool pdl = false;
   bool dense = true;               // run the dense bf16 baseline replay (OpenBLAS / cuBLAS)
   int warmup = 1;                  // untimed replays first
   int min_samples = 5;             // timed replays (each one token / one prompt)

@@ -124,7 +124,7 @@ class CudaReplay final : public ReplayEngine {
         // Decode GEMV on weights repacked once at load (docs/perf-cuda.md 7), as an engine would;
         // the canonical bytes stay for validation and for prefill (the cuBLAS panel path).
         rp_.emplace_back(), rs_.emplace_back();
-        if (!o.canonical_layout && o.dtype == DType::kBF16 && m <= 16 && cuda::repack_for_gemv_sm90_supported(l.n, l.k)) {
+        if (!o.canonical_layout && m <= 16 && cuda::repack_for_gemv_sm90_supported(l.n, l.k)) {
           rp_.back() = DevBuf(nk / 2);
           rs_.back() = DevBuf(nk / kBlockSize);
           cuda::repack_for_gemv_sm90(canonical(w_.size() - 1), static_cast<std::uint8_t*>(rp_.back().p),
@@ -147,8 +147,12 @@ class CudaReplay final : public ReplayEngine {
     }
     ck(cudaDeviceSynchronize(), "weight generation");
     if (repacked > 0)
-      info_.kernel = fmt::format("nvfp4::cuda::quantized_matmul_repacked for {} of {} linears (repacked at load), "
-                                 "CUDA graph", repacked, ls.size());
+      info_.kernel = repacked == ls.size()
+                         ? fmt::format("nvfp4::cuda::quantized_matmul_repacked for all {} linears (repacked at load{}), "
+                                       "CUDA graph", ls.size(), o.pdl ? ", PDL" : "")
+                         : fmt::format("nvfp4::cuda::quantized_matmul_repacked for {} of {} linears (M <= 16, repacked "
+                                       "at load{}), quantized_matmul for the rest, CUDA graph",
+                                       repacked, ls.size(), o.pdl ? ", PDL" : "");
     size_t free1 = 0;
     ck(cudaMemGetInfo(&free1, &total), "cudaMemGetInfo");
     info_.peak_mem_bytes = static_cast<double>(total - free1);
@@ -199,8 +203,10 @@ class CudaReplay final : public ReplayEngine {
     } else if (rp_[i].p) {
       const cuda::RepackedWeightView w{static_cast<const std::uint8_t*>(rp_[i].p), static_cast<const std::uint8_t*>(rs_[i].p),
                                        kTensorScale, l.n, l.k};
+      cuda::RepackedMatmulOptions ro;
+      ro.overlap_previous_kernel = o_.pdl;
       cuda::quantized_matmul_repacked(MatrixView{x, o_.dtype, m, l.k, l.k}, w, MatrixView{y_[i].p, o_.dtype, m, l.n, l.n},
-                                      stream_);
+                                      stream_, ro);
     } else {
       cuda::quantized_matmul(MatrixView{x, o_.dtype, m, l.k, l.k}, canonical(i), MatrixView{y_[i].p, o_.dtype, m, l.n, l.n},
                              stream_);

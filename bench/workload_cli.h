@@ -27,6 +27,7 @@ struct WorkloadArgs {
   bool fuse = false;
   double extra_work = 0;
   bool canonical = false;
+  bool pdl = false;
   std::uint64_t seed = 1;
   std::vector<std::string> shapes;  // "M,N,K" (compare: a shape workload instead of a model)
 
@@ -46,6 +47,8 @@ struct WorkloadArgs {
     c->add_option("--seed", seed, "seed of the random weights and activations");
     c->add_flag("--canonical", canonical, "cuda decode: keep the canonical checkpoint layout instead of the "
                                           "weights repacked for the GEMV at load time");
+    c->add_flag("--pdl", pdl, "cuda decode: launch the repacked GEMVs with programmatic dependent launch "
+                              "(each overlaps the previous kernel's tail; nvfp4/cuda.h RepackedMatmulOptions)");
   }
 
   // The backend actually used.
@@ -72,6 +75,7 @@ struct WorkloadArgs {
     o.plan.fuse = fuse;
     o.plan.extra_work = extra_work;
     o.canonical_layout = canonical;
+    o.pdl = pdl;
     o.dtype = dtype_from_name(dtype);
     o.seed = seed;
     if (!shapes.empty()) {
@@ -104,6 +108,7 @@ struct WorkloadArgs {
     if (no_lm_head) a.push_back("--no-lm-head");
     if (fuse) a.push_back("--fuse");
     if (canonical) a.push_back("--canonical");
+    if (pdl) a.push_back("--pdl");
     for (const auto& s : shapes) a.insert(a.end(), {"--shape", s});
     return a;
   }

@@ -3,7 +3,11 @@
 # build (Release, CUDA, Ninja), run the CUDA tests (GoogleTest JSON), compute-sanitizer memcheck
 # and racecheck on the CUDA test binary, the autotuner, and the benchmark (JSON + table).
 #
-#   scripts/device_cuda.sh [all|test|tune|bench|replay|sanitize|profile]...  (default: all; in that order)
+#   scripts/device_cuda.sh [all|test|tune|bench|replay|sanitize|profile|cpu]...  (default: all; in that order)
+#
+# `cpu` (not part of all) runs the CPU backend on this machine's host CPU, pinned to 2 cores
+# (taskset, NVFP4_NUM_THREADS=2): the CPU tests (the AMX ones run where the host has AMX) and
+# `nvfp4 bench --backend cpu` at the issue-5 shapes -> cpu_tests.json, cpu_bench.json.
 #
 # Writes under $OUT (default ./device-out): device.log (everything), tests.json, tuning.json,
 # bench.json, replay.json (the main job: `nvfp4 bench`), compare_*.json (A/B on the GPU). Dependencies: when the machine lacks the Debian -dev packages (fmt, nlohmann-json,
@@ -21,6 +25,7 @@ mkdir -p "$OUT"
 LOG="$OUT/device.log"
 exec > >(tee -a "$LOG") 2>&1
 want() { for s in "${STEPS[@]}"; do [ "$s" = all ] || [ "$s" = "$1" ] && return 0; done; return 1; }
+named() { for s in "${STEPS[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }  # steps outside `all`
 say() { printf '\n=== %s (%s)\n' "$*" "$(date +%H:%M:%S)"; }
 STATUS=0
 
@@ -57,6 +62,8 @@ if [ -n "${NVFP4_PREBUILT:-}" ] && "$NVFP4_PREBUILT/nvfp4_test_cuda" --gtest_lis
   TB=$NVFP4_PREBUILT/nvfp4_test_cuda
   BB=$NVFP4_PREBUILT/nvfp4_bench_cuda
   CLI=$NVFP4_PREBUILT/nvfp4
+  CPUT="$NVFP4_PREBUILT/test_matmul_cpu $NVFP4_PREBUILT/test_gemv_amx"
+  CPB=$NVFP4_PREBUILT/cpu_paths_bench
 else
   say "configure + build"
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNVFP4_CUDA=ON || exit 1
@@ -65,6 +72,9 @@ else
   TB=$(find "$BUILD" -name nvfp4_test_cuda -type f -perm -u+x | head -1)
   BB=$BUILD/tests/cuda/nvfp4_bench_cuda
   CLI=$BUILD/nvfp4
+  ninja -C "$BUILD" test_matmul_cpu test_gemv_amx cpu_paths_bench || true
+  CPUT="$BUILD/tests/cpu/test_matmul_cpu $BUILD/tests/cpu/test_gemv_amx"
+  CPB=$BUILD/tests/cpu/cpu_paths_bench
 fi
 say "SASS check (16-byte weight loads, no local memory)"
 if command -v cuobjdump >/dev/null; then
@@ -123,6 +133,9 @@ if want replay; then
     say "A/B on the GPU: canonical layout (A) against weights repacked for the GEMV (B)"
     "$CLI" compare --a "self --canonical" --b self --mode decode --rounds 12 \
       --json "$OUT/compare_repack.json" || STATUS=1
+    say "A/B on the GPU: repacked GEMVs without (A) and with (B) programmatic dependent launch"
+    "$CLI" compare --a self --b "self --pdl" --mode decode --rounds 12 --json "$OUT/compare_pdl.json" || STATUS=1
+    ( time "$CLI" bench --mode decode --pdl --no-dense --json "$OUT/replay_pdl.json" ) || STATUS=1
   else
     echo "no nvfp4 CLI at $CLI: replay skipped"; STATUS=1
   fi
@@ -144,6 +157,21 @@ if want profile && command -v ncu >/dev/null; then
   timeout 120 ncu --clock-control none -k regex:gemv_nvfp4 -c 1 --section SpeedOfLight --section WarpStateStats \
     --section MemoryWorkloadAnalysis --section Occupancy "$BB" --warm \
     --shapes 1x16384x16384 2>&1 | grep -v "^==PROF==" | tail -80
+fi
+if named cpu; then
+  say "CPU backend on the host CPU, 2 cores (taskset -c 0,1)"
+  lscpu | grep -E "Model name|^CPU\(s\)|L3" ; grep -o -w 'amx_bf16\|avx512_fp16\|avx512_bf16' /proc/cpuinfo | sort -u | tr '\n' ' '; echo
+  PIN=(taskset -c 0,1 env NVFP4_NUM_THREADS=2)
+  for t in ${CPUT:-}; do
+    if [ -x "$t" ]; then "${PIN[@]}" "$t" --gtest_brief=1 --gtest_output=json:"$OUT/cpu_$(basename "$t").json" || STATUS=1
+    else echo "no CPU test binary $t"; STATUS=1; fi
+  done
+  # Kernel paths side by side in one process (tests/cpu/cpu_paths_bench.cpp), NVFP4_CPU_PATHS
+  # = its arguments (e.g. "bf16 cold reps=30 2,4096,14336 gemv_bf16 gemv_amx stream").
+  if [ -n "${NVFP4_CPU_PATHS:-}" ] && [ -x "${CPB:-}" ]; then "${PIN[@]}" "$CPB" $NVFP4_CPU_PATHS || STATUS=1; fi
+  # Issue 5's shapes: M = 1 cold/hot, M = 2..8 (same weights), M = 512 (prefill, AMX where present).
+  "${PIN[@]}" "$CLI" bench --backend cpu ${NVFP4_CPU_SHAPES:---shape 1,4096,14336 --shape 2,4096,14336 --shape 4,4096,14336 --shape 8,4096,14336 --shape 512,4096,14336} \
+    --json "$OUT/cpu_bench.json" || STATUS=1
 fi
 say "done, status $STATUS"
 exit $STATUS

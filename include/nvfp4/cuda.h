@@ -42,10 +42,24 @@ void repack_for_gemv_sm90(const WeightView& canonical_dev, std::uint8_t* packed_
 void repack_for_gemv_sm90_ref(const WeightView& canonical_host, std::uint8_t* packed_out,
                               std::uint8_t* scales_out);
 
-// y = x . dequant(w)^T on repacked device weights: bf16 activations (x.cols == K, 16-byte
-// aligned rows), bf16 output, any M (chunks of 16 rows per launch). Same tolerance as
-// quantized_matmul; one-hot rows recover dequantize_ref exactly. Other dtypes throw.
+struct RepackedMatmulOptions {
+  // Programmatic dependent launch (Hopper, PTX griddepcontrol): the GEMV may start while the
+  // previous kernel on `stream` is still running; it loads its first weights, then waits until
+  // that kernel has completed and its writes are visible before it reads x or writes y. Hides
+  // the launch gap and ramp-up between back-to-back decode kernels (docs/perf-cuda.md 9).
+  // Valid only when the previous kernel on the stream does not write these weights (in
+  // inference they are constant; a repack_for_gemv_sm90 immediately before on the same stream
+  // is the case to avoid), hence off by default.
+  bool overlap_previous_kernel = false;
+};
+
+// y = x . dequant(w)^T on repacked device weights, any M. Activations bf16, fp16 or fp32
+// (x.cols may be < K only through padding: x.cols in (K-16, K]); output in the activation dtype.
+// bf16 rows with x.cols == K and 16-byte aligned rows are read directly (16 rows per launch);
+// fp16/fp32 rows are split exactly into 2/3 bf16 pieces in a stream-ordered workspace first
+// (8/5 rows per launch). Same tolerance as quantized_matmul; one-hot rows recover
+// dequantize_ref exactly.
 void quantized_matmul_repacked(const MatrixView& x, const RepackedWeightView& w, const MatrixView& y,
-                               void* stream = nullptr);
+                               void* stream = nullptr, const RepackedMatmulOptions& options = {});
 
 }  // namespace nvfp4::cuda

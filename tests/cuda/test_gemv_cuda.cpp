@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -599,14 +600,15 @@ struct DevWeight {
   }
 };
 
-void run_repacked(const DevWeight& dw, const Tensor& x, Tensor& y, std::int64_t m, const cuda::GemvTile* tile) {
+void run_repacked(const DevWeight& dw, const Tensor& x, Tensor& y, std::int64_t m, const cuda::GemvTile* tile,
+                  const cuda::RepackedMatmulOptions& opt = {}) {
   void *dx, *dy;
   ASSERT_EQ(cudaMalloc(&dx, x.bytes.size()), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&dy, y.bytes.size()), cudaSuccess);
   cudaMemcpy(dx, x.data(), x.bytes.size(), cudaMemcpyHostToDevice);
   cudaMemcpy(dy, y.data(), y.bytes.size(), cudaMemcpyHostToDevice);
-  cuda::quantized_matmul_repacked_tile(MatrixView{dx, DType::kBF16, m, dw.k, dw.k}, dw.view(),
-                                       MatrixView{dy, DType::kBF16, m, dw.n, dw.n}, nullptr, tile);
+  cuda::quantized_matmul_repacked_tile(MatrixView{dx, x.dtype, m, dw.k, dw.k}, dw.view(),
+                                       MatrixView{dy, y.dtype, m, dw.n, dw.n}, nullptr, tile, nullptr, opt);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   cudaMemcpy(y.data(), dy, y.bytes.size(), cudaMemcpyDeviceToHost);
   cudaFree(dx);
@@ -671,14 +673,14 @@ TEST(CudaRepack, DeviceRepackEqualsReferenceAndMatmulMatches) {
             check_against_oracle(MatrixView{x.data(), DType::kBF16, m, k, k}, qw, MatrixView{y.data(), DType::kBF16, m, n, n}, what);
           }
   }
-  // Errors, not crashes: fp16 activations, an unsupported shape, host pointers.
+  // Errors, not crashes: mismatched dtypes, an unsupported shape, host pointers.
   const QuantizedWeight qw = random_weight(16, 128, 5);
   const DevWeight dw(qw);
   void *dx, *dy;
   ASSERT_EQ(cudaMalloc(&dx, 16 * 128 * 4), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&dy, 16 * 16 * 4), cudaSuccess);
   EXPECT_THROW(cuda::quantized_matmul_repacked(MatrixView{dx, DType::kF16, 1, 128, 128}, dw.view(),
-                                               MatrixView{dy, DType::kF16, 1, 16, 16}), Error);
+                                               MatrixView{dy, DType::kBF16, 1, 16, 16}), Error);
   cuda::RepackedWeightView bad = dw.view();
   bad.k = 64;
   EXPECT_THROW(cuda::quantized_matmul_repacked(MatrixView{dx, DType::kBF16, 1, 64, 64}, bad,
@@ -690,6 +692,131 @@ TEST(CudaRepack, DeviceRepackEqualsReferenceAndMatmulMatches) {
                                           static_cast<std::uint8_t*>(dw.p), static_cast<std::uint8_t*>(dw.rs), nullptr), Error);  // aliasing
   cudaFree(dx);
   cudaFree(dy);
+}
+
+// fp16 / fp32 activations on repacked weights: split exactly into 2 / 3 bf16 pieces (virtual
+// rows; 8 / 5 real rows per launch). One-hot fp32 rows with fp32 output recover dequantize_ref
+// bit for bit; random and padded/strided rows match the oracle; the output is in x's dtype.
+TEST(CudaRepack, Fp16AndFp32Activations) {
+  REQUIRE_GPU();
+  for (auto nk : {std::pair<std::int64_t, std::int64_t>{48, 256}, {208, 4096}}) {
+    const std::int64_t n = nk.first, k = nk.second;
+    const std::uint64_t seed = 4242 + n + k;
+    SCOPED_TRACE("seed " + std::to_string(seed) + " N=" + std::to_string(n) + " K=" + std::to_string(k));
+    const QuantizedWeight qw = random_weight(n, k, seed);
+    const DevWeight dw(qw);
+    Tensor deq(DType::kF32, {n, k});
+    dequantize_ref(qw.view(), MatrixView{deq.data(), DType::kF32, n, k, k});
+    // One-hot, fp32 (3 pieces) and fp16 (2 pieces; fp16 output rounds, so compare to fp16(deq)).
+    for (DType dt : {DType::kF32, DType::kF16}) {
+      const std::int64_t rows = 11;  // 3 launches of 5 (fp32) / 2 of 8 (fp16)
+      Tensor x(dt, {rows, k});
+      for (std::int64_t r = 0; r < rows; ++r) x.set(r * k + (r * 97 + 5) % k, 1.0f);
+      Tensor y = nan_tensor(dt, rows, n);
+      run_repacked(dw, x, y, rows, nullptr);
+      int bad = 0;
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t j = 0; j < n; ++j) {
+          const float d = deq.get(j * k + (r * 97 + 5) % k);
+          const float want = dt == DType::kF32 ? d : f16_to_f32(f32_to_f16(d));
+          if (!(y.get(r * n + j) == want) && ++bad <= 5)
+            ADD_FAILURE() << dtype_name(dt) << " one-hot y[" << r << "," << j << "] = " << y.get(r * n + j) << ", want " << want;
+        }
+      ASSERT_EQ(bad, 0);
+      for (std::int64_t m : {1, 2, 3, 5, 6, 8, 9, 16, 17}) {
+        Tensor xr = random_x(dt, m, k, seed + 7 * m);
+        if (dt == DType::kF32)  // values whose low bits need all three pieces
+          for (std::int64_t i = 0; i < xr.numel(); i += 3) xr.set(i, xr.get(i) * (1.0f + 0x1p-20f));
+        Tensor yr = nan_tensor(dt, m, n);
+        run_repacked(dw, xr, yr, m, nullptr);
+        check_against_oracle(MatrixView{xr.data(), dt, m, k, k}, qw, MatrixView{yr.data(), dt, m, n, n},
+                             std::string("repacked ") + dtype_name(dt) + " M=" + std::to_string(m));
+      }
+    }
+  }
+}
+
+// Programmatic dependent launch: a chain y1 = x W1^T, y2 = y1 W2^T, y3 = y2 W3^T ... where each
+// GEMV reads the previous one's output. With overlap_previous_kernel the next kernel starts
+// early and loads weights before its griddepcontrol.wait; the results must be bit-identical to
+// the same chain without PDL, in a plain stream and inside a captured CUDA graph. A large first
+// GEMV gives the second many microseconds of overlap in which a missing wait would read stale x.
+TEST(CudaRepack, ProgrammaticDependentLaunchChainIsExact) {
+  REQUIRE_GPU();
+  const std::uint64_t seed = 90210;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::vector<std::int64_t> dims = {14336, 4096, 1024, 2048, 512};  // K of layer i = N of layer i-1
+  std::vector<QuantizedWeight> qws;
+  std::vector<std::unique_ptr<DevWeight>> dws;
+  for (std::size_t i = 0; i + 1 < dims.size(); ++i) {
+    qws.push_back(random_weight(dims[i + 1], dims[i], seed + i, 0.05f));
+    dws.push_back(std::make_unique<DevWeight>(qws.back()));
+  }
+  std::vector<void*> act(dims.size());
+  for (std::size_t i = 0; i < dims.size(); ++i) ASSERT_EQ(cudaMalloc(&act[i], dims[i] * 2), cudaSuccess);
+  const Tensor x0 = random_x(DType::kBF16, 1, dims[0], seed);
+  cudaStream_t st;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+  auto chain = [&](bool pdl) {
+    cuda::RepackedMatmulOptions o;
+    o.overlap_previous_kernel = pdl;
+    for (std::size_t i = 0; i + 1 < dims.size(); ++i)
+      cuda::quantized_matmul_repacked_tile(MatrixView{act[i], DType::kBF16, 1, dims[i], dims[i]}, dws[i]->view(),
+                                           MatrixView{act[i + 1], DType::kBF16, 1, dims[i + 1], dims[i + 1]}, st,
+                                           nullptr, nullptr, o);
+  };
+  auto run = [&](bool pdl, bool graph) {
+    cudaMemcpy(act[0], x0.data(), dims[0] * 2, cudaMemcpyHostToDevice);
+    for (std::size_t i = 1; i < dims.size(); ++i) cudaMemset(act[i], 0xFF, dims[i] * 2);  // NaN
+    cudaDeviceSynchronize();
+    if (graph) {
+      cudaGraph_t g;
+      cudaGraphExec_t ge;
+      EXPECT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+      chain(pdl);
+      EXPECT_EQ(cudaStreamEndCapture(st, &g), cudaSuccess);
+      EXPECT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
+      EXPECT_EQ(cudaGraphLaunch(ge, st), cudaSuccess);
+      EXPECT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+      cudaGraphExecDestroy(ge);
+      cudaGraphDestroy(g);
+    } else {
+      chain(pdl);
+      EXPECT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+    }
+    std::vector<std::uint16_t> out(dims.back());
+    cudaMemcpy(out.data(), act.back(), out.size() * 2, cudaMemcpyDeviceToHost);
+    return out;
+  };
+  const std::vector<std::uint16_t> want = run(false, false);
+  // The reference chain itself against the oracle, layer by layer on the host (bf16 rounding
+  // between layers, as on the device).
+  {
+    Tensor x = x0;
+    for (std::size_t i = 0; i + 1 < dims.size(); ++i) {
+      Tensor y(DType::kBF16, {1, dims[i + 1]});
+      quantized_matmul_ref(MatrixView{x.data(), DType::kBF16, 1, dims[i], dims[i]}, qws[i].view(),
+                           MatrixView{y.data(), DType::kBF16, 1, dims[i + 1], dims[i + 1]});
+      x = y;
+    }
+    // Four bf16 roundings compound (and cancellation makes single outputs relatively large):
+    // compare against the RMS of the output, ~2^-9 per layer.
+    double ss = 0;
+    for (std::int64_t j = 0; j < dims.back(); ++j) ss += static_cast<double>(x.get(j)) * x.get(j);
+    const double rms = std::sqrt(ss / dims.back());
+    int far = 0;
+    for (std::int64_t j = 0; j < dims.back(); ++j) {
+      const double a = bf16_to_f32(want[j]), b = x.get(j);
+      if (!(std::fabs(a - b) <= 0.02 * rms)) ++far;
+    }
+    EXPECT_GT(rms, 0.0);
+    EXPECT_EQ(far, 0) << "the non-PDL chain drifted from the oracle chain (rms " << rms << ")";
+  }
+  for (bool graph : {false, true})
+    for (int rep = 0; rep < 10; ++rep)
+      ASSERT_TRUE(run(true, graph) == want) << "PDL chain differs from the plain chain (graph " << graph << ", rep " << rep << ")";
+  cudaStreamDestroy(st);
+  for (void* p : act) cudaFree(p);
 }
 
 #endif  // NVFP4_HAVE_CUDA

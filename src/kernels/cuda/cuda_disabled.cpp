@@ -14,7 +14,8 @@ void quantized_matmul_host(const MatrixView&, const WeightView&, const MatrixVie
 void repack_for_gemv_sm90(const WeightView&, std::uint8_t*, std::uint8_t*, void*) {
   fail("cuda::repack_for_gemv_sm90", "this build of nvfp4 has no CUDA backend (the host reference repack_for_gemv_sm90_ref works)");
 }
-void quantized_matmul_repacked(const MatrixView&, const RepackedWeightView&, const MatrixView&, void*) {
+void quantized_matmul_repacked(const MatrixView&, const RepackedWeightView&, const MatrixView&, void*,
+                               const RepackedMatmulOptions&) {
   fail("cuda::quantized_matmul_repacked", "this build of nvfp4 has no CUDA backend");
 }
 }  // namespace nvfp4::cuda

@@ -566,8 +566,10 @@ bool wa_ok(const GemvArgs& a, const GemvTile& tile) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Repacked kernel ("rp"): weights in the gemv_sm90 layout (repack_nvfp4_sm90.h), bf16 only,
-// M = 1..16 (NB = 1 n8 tile for M <= 8, 2 for M <= 16). Per lane and 64-k chunk: one 16-byte
+// Repacked kernel ("rp"): weights in the gemv_sm90 layout (repack_nvfp4_sm90.h), bf16 operand
+// rows, 1..16 virtual rows (NB = 1 n8 tile for <= 8, 2 for <= 16): bf16 activations as they
+// are, fp16 / fp32 as 2 / 3 exact bf16 pieces prepared by the API layer and summed in the
+// epilogue (reduce_and_store). Optional programmatic dependent launch (GemvArgs::pdl). Per lane and 64-k chunk: one 16-byte
 // load = 32 weights = the A fragments of 4 mma steps for rows g, g+8; per 2 chunks one 4-byte
 // scale load. Per 32 weights (bf16 SASS budget, predicted): decode 4 x 8 ops, 16 HMUL2, 4 HMMA
 // per n8 tile, 4 scale ops, ~1 activation load (shared by the RT row tiles): ~2 per weight
@@ -595,7 +597,16 @@ __device__ __forceinline__ std::uint32_t rp_scale(std::uint32_t s) {
   return v * 16u + 0x76007600u;
 }
 
-template <int RT, int NB>
+// Programmatic dependent launch (PTX ISA griddepcontrol, sm_90). launch_dependents lets the next
+// kernel on the stream be scheduled once every block of this grid has issued it (its blocks then
+// fill SMs as ours retire); wait blocks until every prerequisite grid has completed and its
+// memory operations are visible. Both are no-ops when the launch did not ask for PDL.
+__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+// PDL: instantiated separately so that the default launch runs exactly the kernel without the
+// griddepcontrol prologue.
+template <int RT, int NB, bool PDL>
 __global__ void __launch_bounds__(512) gemv_nvfp4_rp_kernel(GemvArgs p, int k_split) {
   extern __shared__ float rp_red[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -608,7 +619,7 @@ __global__ void __launch_bounds__(512) gemv_nvfp4_rp_kernel(GemvArgs p, int k_sp
   const int per = (npairs + k_split - 1) / k_split;
   const int c_beg = min(npairs, slice * per);
   const int c_end = min(npairs, c_beg + per);
-  const int mr = p.m_rows;
+  const int vr_total = p.pieces * p.m_rows;  // virtual activation rows (fp16/fp32: exact bf16 pieces)
 
   const std::uint8_t* wt[RT];
   const std::uint8_t* st[RT];
@@ -623,7 +634,7 @@ __global__ void __launch_bounds__(512) gemv_nvfp4_rp_kernel(GemvArgs p, int k_sp
 #pragma unroll
   for (int b = 0; b < NB; ++b) {
     const int row = 8 * b + g;
-    xv[b] = row < mr;
+    xv[b] = row < vr_total;
     xr[b] = static_cast<const std::uint16_t*>(p.a) + (xv[b] ? row : 0) * p.a_stride + 16 * t;
   }
   float acc[RT][NB][4];
@@ -681,7 +692,13 @@ __global__ void __launch_bounds__(512) gemv_nvfp4_rp_kernel(GemvArgs p, int k_sp
   };
   uint4 wa[RT][2], wb[RT][2];
   std::uint32_t sa[RT], sb[RT];
+  // With PDL the first chunk pair of weights (constant across the decode chain: the API's
+  // contract) is loaded before the wait; activations and the output only after it. Prefetching
+  // more of the warp's weights into L2 before the wait (cp.async.bulk.prefetch.L2, 2 or 8 chunk
+  // pairs) measured no better or worse (docs/perf-cuda.md 9), so it is not done.
+  if constexpr (PDL) pdl_launch_dependents();
   if (c_beg < c_end) load(c_beg, wa, sa);
+  if constexpr (PDL) pdl_wait();
   for (int cp = c_beg; cp < c_end; cp += 2) {
     if (cp + 1 < c_end) load(cp + 1, wb, sb);  // warp-uniform
     compute(cp, wa, sa);
@@ -690,7 +707,7 @@ __global__ void __launch_bounds__(512) gemv_nvfp4_rp_kernel(GemvArgs p, int k_sp
     compute(cp + 1, wb, sb);
   }
 
-  reduce_and_store<RT, NB>(acc, rp_red, p, warp, k_split, groups, g, t);  // p.pieces == 1 here
+  reduce_and_store<RT, NB>(acc, rp_red, p, warp, k_split, groups, g, t);
 }
 
 template <int RT, int NB>
@@ -699,9 +716,22 @@ cudaError_t launch_rp(const GemvArgs& a, const GemvTile& tile, cudaStream_t stre
   const int groups = warps / ks;
   const std::int64_t rows_blk = static_cast<std::int64_t>(groups) * 16 * RT;
   const std::int64_t blocks = (a.n + rows_blk - 1) / rows_blk;
-  const std::size_t smem = static_cast<std::size_t>(warps) * a.m_rows * 16 * RT * sizeof(float);  // <= 32 KB
-  gemv_nvfp4_rp_kernel<RT, NB><<<static_cast<unsigned>(blocks), warps * 32, smem, stream>>>(a, ks);
-  return cudaGetLastError();
+  const std::size_t smem = static_cast<std::size_t>(warps) * a.pieces * a.m_rows * 16 * RT * sizeof(float);  // <= 32 KB
+  if (!a.pdl) {
+    gemv_nvfp4_rp_kernel<RT, NB, false><<<static_cast<unsigned>(blocks), warps * 32, smem, stream>>>(a, ks);
+    return cudaGetLastError();
+  }
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(blocks));
+  cfg.blockDim = dim3(static_cast<unsigned>(warps * 32));
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, gemv_nvfp4_rp_kernel<RT, NB, true>, a, ks);
 }
 
 // One thread per (row tile, chunk, lane): 16 packed bytes, and the 4 scale bytes on even chunks.
@@ -736,20 +766,16 @@ cudaError_t repack_nvfp4_sm90(const std::uint8_t* packed, const std::uint8_t* sc
 }
 
 cudaError_t gemv_nvfp4_sm90_repacked(const GemvArgs& a, const GemvTile& tile, cudaStream_t stream) {
-  const bool rt2 = tile.cols_per_warp == 32, nb2 = a.m_rows > 8;
+  const bool rt2 = tile.cols_per_warp == 32, nb2 = a.pieces * a.m_rows > 8;
   if (nb2) return rt2 ? launch_rp<2, 2>(a, tile, stream) : launch_rp<1, 2>(a, tile, stream);
   return rt2 ? launch_rp<2, 1>(a, tile, stream) : launch_rp<1, 1>(a, tile, stream);
 }
 
 const char* gemv_nvfp4_sm90_repacked_name(const GemvArgs& a, const GemvTile& tile) {
-  const bool rt2 = tile.cols_per_warp == 32, nb2 = a.m_rows > 8;
+  const bool rt2 = tile.cols_per_warp == 32, nb2 = a.pieces * a.m_rows > 8;
   return nb2 ? (rt2 ? "gemv_nvfp4_sm90_rp_r32_m16" : "gemv_nvfp4_sm90_rp_r16_m16")
              : (rt2 ? "gemv_nvfp4_sm90_rp_r32_m8" : "gemv_nvfp4_sm90_rp_r16_m8");
 }
-
-namespace {
-
-}  // namespace
 
 bool gemv_vec16_ok(const GemvArgs& a) {
   return a.k % 32 == 0 && reinterpret_cast<std::uintptr_t>(a.packed) % 16 == 0;

@@ -23,11 +23,13 @@ struct GemvArgs {
   const void* a = nullptr;
   std::int64_t a_stride = 0;
   bool a_f16 = false;   // fp16 operand (else bf16)
-  int pieces = 1;       // 1 or 3
+  int pieces = 1;       // 1, 2 (fp16 as 2 bf16 pieces, repacked kernel) or 3 (fp32)
   int m_rows = 1;       // real rows (pieces * m_rows <= 48; <= 16 when pieces == 1)
   void* y = nullptr;
   int y_dtype = 0;      // nvfp4::DType as int
   std::int64_t y_stride = 0;
+  // Repacked kernel only: programmatic dependent launch (RepackedMatmulOptions in nvfp4/cuda.h).
+  bool pdl = false;
 };
 
 // True when the 16-byte weight path applies (K % 32 == 0 and packed 16-byte aligned);
@@ -40,7 +42,7 @@ cudaError_t gemv_nvfp4_sm90(const GemvArgs& args, const GemvTile& tile, cudaStre
 const char* gemv_nvfp4_sm90_name(const GemvArgs& args, const GemvTile& tile);
 
 // Repacked weights (layout: repack_nvfp4_sm90.h): GEMV with packed/scales in the gemv_sm90
-// layout (N % 16 == 0, K % 128 == 0, bf16 activations, m_rows <= 16, pieces == 1, 16-byte
+// layout (N % 16 == 0, K % 128 == 0, bf16 operand rows, pieces * m_rows <= 16, 16-byte
 // aligned activation rows), and the device repack (canonical -> gemv_sm90).
 cudaError_t gemv_nvfp4_sm90_repacked(const GemvArgs& args, const GemvTile& tile, cudaStream_t stream);
 const char* gemv_nvfp4_sm90_repacked_name(const GemvArgs& args, const GemvTile& tile);

@@ -39,7 +39,11 @@ std::string shape_of(const MatrixView& x, const WeightView& w) {
 }
 
 // Converts rows [0, m_rows) of x into `pieces` 16-bit virtual rows each, [pieces*m_rows][k],
-// zero past x's columns. fp32: x = hi + mid + lo exactly (each a bf16 rounding of the rest).
+// zero past x's columns. fp32 (3 pieces): x = hi + mid + lo exactly (each a bf16 rounding of
+// the rest). fp16 with 2 pieces (repacked kernel, bf16 only): x = hi + mid exactly: x has 11
+// significant bits, hi = bf16(x) keeps the top 8 (rounded), so x - hi is a multiple of x's ulp
+// no larger than half of hi's ulp: at most 3 significant bits, and bf16's exponent range
+// covers fp16's subnormals (2^-24). fp16 with 1 piece: copied (the fp16 mma).
 __global__ void prep_activations(const void* x, int dtype, std::int64_t x_stride, std::int64_t x_cols,
                                  int m_rows, int pieces, std::int64_t k, std::uint16_t* out) {
   const std::int64_t total = static_cast<std::int64_t>(pieces) * m_rows * k;
@@ -50,7 +54,7 @@ __global__ void prep_activations(const void* x, int dtype, std::int64_t x_stride
     const DType t = static_cast<DType>(dtype);
     const float v = kk < x_cols ? load_as_f32(x, t, m * x_stride + kk) : 0.0f;
     std::uint16_t o;
-    if (t == DType::kF16) {
+    if (t == DType::kF16 && pieces == 1) {
       o = f32_to_f16(v);  // exact: v came from fp16
     } else if (t == DType::kBF16 || pieces == 1) {
       o = f32_to_bf16(v);
@@ -230,18 +234,15 @@ void repack_for_gemv_sm90(const WeightView& w, std::uint8_t* packed_out, std::ui
 }
 
 void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightView& w, const MatrixView& y, void* stream_v,
-                                    const GemvTile* tile_in, std::string* kernel_name) {
+                                    const GemvTile* tile_in, std::string* kernel_name,
+                                    const RepackedMatmulOptions& options) {
   const char* op = "cuda::quantized_matmul_repacked";
   const WeightView wv{w.packed, w.scales, w.tensor_scale, w.n, w.k};
   validate_matmul(op, x, wv, y);
   const std::string shape = shape_of(x, wv);
   if (!repack_for_gemv_sm90_supported(w.n, w.k)) fail(op, "repacked weights need N % 16 == 0 and K % 128 == 0 (" + shape + ")");
-  if (x.dtype != DType::kBF16 || y.dtype != DType::kBF16)
-    fail(op, "repacked weights run bf16 activations and output only (" + shape + "); use quantized_matmul on the canonical weight");
   if (x.rows == 0) return;
   if (!available()) fail(op, "no usable CUDA device (need compute capability 9.0) for " + shape);
-  if (x.cols != w.k || reinterpret_cast<std::uintptr_t>(x.data) % 16 != 0 || (x.rows > 1 && (x.stride * 2) % 16 != 0))
-    fail(op, "activations must have K columns, a 16-byte aligned base and row stride (" + shape + ")");
   if (reinterpret_cast<std::uintptr_t>(w.packed) % 16 != 0 || reinterpret_cast<std::uintptr_t>(w.scales) % 4 != 0)
     fail(op, "repacked packed/scales must be 16/4-byte aligned (" + shape + ")");
   if (w.n > (std::int64_t{1} << 30) || w.k > (std::int64_t{1} << 26)) fail(op, "shape too large (" + shape + ")");
@@ -253,36 +254,68 @@ void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightVie
     fail(op, "invalid tile cols_per_warp=" + std::to_string(tile_in->cols_per_warp) + " warps_per_block=" +
                  std::to_string(tile_in->warps_per_block) + " k_split=" + std::to_string(tile_in->k_split));
   cudaStream_t stream = static_cast<cudaStream_t>(stream_v);
+  // The kernel reads bf16 rows only. bf16 rows it can read in place go direct; everything else
+  // (fp16 -> 2 exact bf16 pieces, fp32 -> 3, padded or unaligned bf16 -> 1) is prepared into a
+  // stream-ordered workspace. At most 16 virtual rows per launch (the kernel's two n8 tiles).
+  const int pieces = x.dtype == DType::kF32 ? 3 : (x.dtype == DType::kF16 ? 2 : 1);
+  const bool direct = pieces == 1 && x.cols == w.k && reinterpret_cast<std::uintptr_t>(x.data) % 16 == 0 &&
+                      (x.rows == 1 || (x.stride * 2) % 16 == 0);
+  const int chunk = kMaxRows / pieces;  // real rows per launch: 16, 8, 5
+  const int es = dtype_size(x.dtype);
+  std::uint16_t* work = nullptr;
+  if (!direct) {
+    const std::size_t bytes = static_cast<std::size_t>(pieces) * std::min<std::int64_t>(x.rows, chunk) * w.k * 2;
+    check(cudaMallocAsync(reinterpret_cast<void**>(&work), bytes, stream), op, "workspace for " + shape);
+  }
   std::string name;
   cudaError_t err = cudaSuccess;
   const int cc = tile_in ? 0 : device_cc();
-  for (std::int64_t m0 = 0; m0 < x.rows && err == cudaSuccess; m0 += kMaxRows) {
-    // The table has separate repacked tiles for M <= 8 and M = 9..16 (two kernel instantiations):
-    // looked up per launch of <= 16 rows.
-    const GemvTile tile = tile_in ? *tile_in
-                                  : gemv_lookup_tile(cc, w.n, w.k, GemvLayout::kRepacked,
-                                                     std::min<std::int64_t>(kMaxRows, x.rows - m0));
+  for (std::int64_t m0 = 0; m0 < x.rows && err == cudaSuccess; m0 += chunk) {
     GemvArgs a;
     a.packed = w.packed;
     a.scales = w.scales;
     a.tensor_scale = w.tensor_scale;
     a.n = w.n;
     a.k = w.k;
-    a.m_rows = static_cast<int>(std::min<std::int64_t>(kMaxRows, x.rows - m0));
-    a.a = static_cast<const char*>(x.data) + m0 * x.stride * 2;
-    a.a_stride = x.stride;
-    a.y = static_cast<char*>(y.data) + m0 * y.stride * 2;
+    a.m_rows = static_cast<int>(std::min<std::int64_t>(chunk, x.rows - m0));
+    a.pieces = pieces;
+    a.y = static_cast<char*>(y.data) + m0 * y.stride * es;
     a.y_dtype = static_cast<int>(y.dtype);
     a.y_stride = y.stride;
+    a.pdl = options.overlap_previous_kernel;
+    const void* xrows = static_cast<const char*>(x.data) + m0 * x.stride * es;
+    if (direct) {
+      a.a = xrows;
+      a.a_stride = x.stride;
+    } else {
+      const std::int64_t total = static_cast<std::int64_t>(pieces) * a.m_rows * w.k;
+      const int threads = 256;
+      const int blocks = static_cast<int>(std::min<std::int64_t>((total + threads - 1) / threads, 4096));
+      prep_activations<<<blocks, threads, 0, stream>>>(xrows, static_cast<int>(x.dtype), x.stride, x.cols, a.m_rows,
+                                                       pieces, w.k, work);
+      err = cudaGetLastError();
+      if (err != cudaSuccess) break;
+      a.a = work;
+      a.a_stride = w.k;  // K % 128 == 0: rows stay 16-byte aligned
+    }
+    // The table has separate repacked tiles for <= 8 and 9..16 virtual rows per launch (two
+    // kernel instantiations): looked up per launch.
+    const GemvTile tile =
+        tile_in ? *tile_in : gemv_lookup_tile(cc, w.n, w.k, GemvLayout::kRepacked, std::int64_t{a.pieces} * a.m_rows);
     if (name.empty()) name = gemv_nvfp4_sm90_repacked_name(a, tile);
     err = gemv_nvfp4_sm90_repacked(a, tile, stream);
+  }
+  if (work) {
+    const cudaError_t e2 = cudaFreeAsync(work, stream);
+    if (err == cudaSuccess) err = e2;
   }
   check(err, op, "kernel launch for " + shape);
   if (kernel_name) *kernel_name = name;
 }
 
-void quantized_matmul_repacked(const MatrixView& x, const RepackedWeightView& w, const MatrixView& y, void* stream) {
-  quantized_matmul_repacked_tile(x, w, y, stream, nullptr, nullptr);
+void quantized_matmul_repacked(const MatrixView& x, const RepackedWeightView& w, const MatrixView& y, void* stream,
+                               const RepackedMatmulOptions& options) {
+  quantized_matmul_repacked_tile(x, w, y, stream, nullptr, nullptr, options);
 }
 
 namespace {

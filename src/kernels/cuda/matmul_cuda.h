@@ -17,7 +17,8 @@ void quantized_matmul_tile(const MatrixView& x, const WeightView& w, const Matri
 
 // As nvfp4::cuda::quantized_matmul_repacked, with an explicit tile (nullptr: the table's).
 void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightView& w, const MatrixView& y, void* stream,
-                                    const GemvTile* tile, std::string* kernel_name = nullptr);
+                                    const GemvTile* tile, std::string* kernel_name = nullptr,
+                                    const RepackedMatmulOptions& options = {});
 
 // Compute capability (major*10+minor) of the current device; 0 without one.
 int device_cc();
