@@ -4,6 +4,7 @@
 # and racecheck on the CUDA test binary, the autotuner, and the benchmark (JSON + table).
 #
 #   scripts/device_cuda.sh [all|test|tune|bench|replay|sanitize|profile|cpu]...  (default: all; in that order)
+#   (profile: ncu on the repacked GEMV, NVFP4_PROFILE_SHAPES; not part of all)
 #
 # `cpu` (not part of all) runs the CPU backend on this machine's host CPU, pinned to 2 cores
 # (taskset, NVFP4_NUM_THREADS=2): the CPU tests (the AMX ones run where the host has AMX) and
@@ -152,11 +153,16 @@ if want sanitize; then
     echo "compute-sanitizer not found"
   fi
 fi
-if want profile && command -v ncu >/dev/null; then
-  say "ncu: one GEMV launch, M=1 16384x16384 bf16 (clocks left alone)"
-  timeout 120 ncu --clock-control none -k regex:gemv_nvfp4 -c 1 --section SpeedOfLight --section WarpStateStats \
-    --section MemoryWorkloadAnalysis --section Occupancy "$BB" --warm \
-    --shapes 1x16384x16384 2>&1 | grep -v "^==PROF==" | tail -80
+if named profile && command -v ncu >/dev/null; then
+  # One launch of the repacked GEMV per shape (after the warm-up), clocks left alone: duration
+  # without the graph's launch gaps, DRAM throughput, and how evenly the SMs were busy.
+  for s in ${NVFP4_PROFILE_SHAPES:-1x16384x16384}; do
+    say "ncu: repacked GEMV, $s bf16"
+    timeout 200 ncu --clock-control none -k regex:rp_kernel --launch-skip 3 -c 1 --section SpeedOfLight \
+      --section LaunchStats --section Occupancy --section WorkloadDistribution \
+      --metrics sm__cycles_active.max,sm__cycles_active.avg,sm__cycles_active.min,gpu__time_duration.sum,dram__bytes_read.sum \
+      "$BB" --shapes "$s" 2>&1 | grep -v "^==PROF==" | grep -v "^ *$" | tail -70
+  done
 fi
 if named cpu; then
   say "CPU backend on the host CPU, 2 cores (taskset -c 0,1)"
@@ -169,6 +175,11 @@ if named cpu; then
   # Kernel paths side by side in one process (tests/cpu/cpu_paths_bench.cpp), NVFP4_CPU_PATHS
   # = its arguments (e.g. "bf16 cold reps=30 2,4096,14336 gemv_bf16 gemv_amx stream").
   if [ -n "${NVFP4_CPU_PATHS:-}" ] && [ -x "${CPB:-}" ]; then "${PIN[@]}" "$CPB" $NVFP4_CPU_PATHS || STATUS=1; fi
+  # M-scaling, paired (this host's bandwidth drifts): M=1 (A) against M (B), NVFP4_CPU_COMPARE_MS.
+  for m in ${NVFP4_CPU_COMPARE_MS:-}; do
+    "${PIN[@]}" "$CLI" compare --backend cpu --a "self --shape 1,4096,14336" --b "self --shape $m,4096,14336" \
+      --rounds "${NVFP4_CPU_COMPARE_ROUNDS:-12}" --json "$OUT/cpu_compare_m$m.json" | grep -E "B/A|verdict" || STATUS=1
+  done
   # Issue 5's shapes: M = 1 cold/hot, M = 2..8 (same weights), M = 512 (prefill, AMX where present).
   "${PIN[@]}" "$CLI" bench --backend cpu ${NVFP4_CPU_SHAPES:---shape 1,4096,14336 --shape 2,4096,14336 --shape 4,4096,14336 --shape 8,4096,14336 --shape 512,4096,14336} \
     --json "$OUT/cpu_bench.json" || STATUS=1

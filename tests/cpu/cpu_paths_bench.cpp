@@ -4,10 +4,11 @@
 // the dev machine), and "stream" reads the same bytes of the next copy with every thread
 // (the read ceiling of the same run). Prints median, p10, p90 per path.
 // Usage: cpu_paths_bench [bf16|f16|f32] [hot|cold] [thp] [reps=N] M,N,K ... [paths...]
-//   paths: gemv gemv_bf16 gemm_f32 gemm_bf16 gemm_amx stream (default: all supported), each
+//   paths: gemv gemv_bf16 gemv_amx gemm_f32 gemm_bf16 gemm_amx stream (default: all supported), each
 //   optionally with tuning overrides, e.g. gemv_bf16:rpt=16:xb=16384 gemm_bf16:kc=512:nc=128
 //   (rpt gemv_rows_per_task, xb gemv_x_block_bytes, grp gemv_group_rows, pf/pfm/pfx/pfl2
-//   gemv_prefetch_tiles/_min_m/_max_m/_l2, kc/nc/mc gemm_*), and dt=bf16|f16|f32 to run that path
+//   gemv_prefetch_tiles/_min_m/_max_m/_l2, kc/nc/mc gemm_*, amxn/amxkb/amxpf/tab gemv_amx_n_tiles/
+//   _k_block/_prefetch_bytes/_decode_table), and dt=bf16|f16|f32 to run that path
 //   on activations of another dtype (same values, rounded), e.g. to time the fp32 split GEMV next
 //   to the bf16 GEMV in one process: `f32 ... gemv_bf16 gemv_bf16:dt=bf16 gemv`.
 #include <algorithm>
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
   }
   const std::vector<std::pair<std::string, cpu::CpuPath>> all = {
       {"gemv", cpu::CpuPath::kGemv},           {"gemv_bf16", cpu::CpuPath::kGemvAvx512Bf16},
+      {"gemv_amx", cpu::CpuPath::kGemvAmx},
       {"gemm_f32", cpu::CpuPath::kGemmF32},    {"gemm_bf16", cpu::CpuPath::kGemmAvx512Bf16},
       {"gemm_amx", cpu::CpuPath::kGemmAmx},    {"stream", cpu::CpuPath::kAuto}};
   std::printf("threads=%d dtype=%s %s hwy=%s\n", cpu::num_threads(), dtype_name(dt), cold ? "cold" : "hot",
@@ -121,6 +123,10 @@ int main(int argc, char** argv) {
         else if (key == "kc") p.tune.gemm_kc = val;
         else if (key == "nc") p.tune.gemm_nc = val;
         else if (key == "mc") p.tune.gemm_mc = val;
+        else if (key == "amxn") p.tune.gemv_amx_n_tiles = val;
+        else if (key == "amxkb") p.tune.gemv_amx_k_block = val;
+        else if (key == "amxpf") p.tune.gemv_amx_prefetch_bytes = val;
+        else if (key == "tab") p.tune.gemv_amx_decode_table = val;
         else { std::fprintf(stderr, "unknown tuning key %s\n", key.c_str()); return 2; }
       }
       if (!p.stream && !cpu::cpu_path_supported(p.path, p.dt)) continue;

@@ -43,114 +43,23 @@
 #include "nvfp4/error.h"
 #include "nvfp4/format.h"
 #include "nvfp4/ops.h"
+#include "cpu/cpu_test_util.h"
 
 namespace nvfp4 {
 namespace {
 
 using cpu::CpuPath;
-
-struct Weight {
-  std::vector<std::uint8_t> packed, scales;
-  float ts = 1.0f;
-  std::int64_t n = 0, k = 0;
-  WeightView view() const { return {packed.data(), scales.data(), ts, n, k}; }
-};
-
-// Random codes (all 16) and random finite E4M3 scales incl. subnormals and 448; some all-zero
-// blocks and some scale-zero blocks.
-Weight random_weight(std::int64_t n, std::int64_t k, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  Weight w;
-  w.n = n;
-  w.k = k;
-  w.packed.resize(static_cast<std::size_t>(n * k / 2));
-  w.scales.resize(static_cast<std::size_t>(n * k / 16));
-  for (auto& b : w.packed) b = static_cast<std::uint8_t>(rng());
-  for (std::size_t i = 0; i < w.scales.size(); ++i) {
-    std::uint8_t s;
-    const int r = static_cast<int>(rng() % 16);
-    if (r == 0) s = static_cast<std::uint8_t>(rng() % 8);  // subnormal or zero
-    else if (r == 1) s = 0x7E;                               // 448
-    else {
-      do s = static_cast<std::uint8_t>(0x20 + rng() % 0x40); while (e4m3_is_nan(s));
-    }
-    if (rng() % 8 == 0) s |= 0x80;  // stray sign bit: kernels use |scale|
-    w.scales[i] = s;
-    if (rng() % 23 == 0) std::memset(&w.packed[i * 8], 0, 8);  // all-zero block
-  }
-  w.ts = std::ldexp(1.0f + static_cast<float>(rng() % 1000) / 1000.0f, static_cast<int>(rng() % 20) - 14);
-  return w;
-}
-
-struct Act {
-  std::vector<std::uint8_t> bytes;
-  MatrixView view;
-};
-
-Act random_x(DType t, std::int64_t m, std::int64_t kx, std::int64_t stride, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  Act a;
-  a.bytes.assign(static_cast<std::size_t>(std::max<std::int64_t>(1, m * stride) * dtype_size(t)), 0xFF);
-  for (std::int64_t i = 0; i < m; ++i) {
-    for (std::int64_t k = 0; k < kx; ++k) {
-      float v = nd(rng);
-      const int r = static_cast<int>(rng() % 64);
-      if (r == 0) v = std::ldexp(v, 10);   // large
-      if (r == 1) v = std::ldexp(v, -12);  // tiny
-      if (r == 2) v = 0.0f;
-      store_from_f32(a.bytes.data(), t, i * stride + k, v);
-    }
-    // Poison the stride gap: a kernel that reads it sees NaN.
-    for (std::int64_t k = kx; k < stride; ++k) store_from_f32(a.bytes.data(), t, i * stride + k, NAN);
-  }
-  a.view = MatrixView{a.bytes.data(), t, m, kx, stride};
-  return a;
-}
-
-float ulp_of(DType t, float v) {
-  const int mant = t == DType::kF32 ? 24 : t == DType::kF16 ? 11 : 8;
-  if (v == 0.0f) return 0.0f;
-  int e;
-  std::frexp(v, &e);
-  return std::ldexp(1.0f, e - mant);
-}
-
-struct Out {
-  std::vector<std::uint8_t> bytes;
-  MatrixView view;
-  float get(std::int64_t i, std::int64_t j) const { return load_as_f32(bytes.data(), view.dtype, i * view.stride + j); }
-};
-
-Out poisoned(DType t, std::int64_t m, std::int64_t n, std::int64_t stride) {
-  Out o;
-  o.bytes.resize(static_cast<std::size_t>(std::max<std::int64_t>(1, m * stride) * dtype_size(t)));
-  for (std::int64_t i = 0; i < m * stride; ++i) store_from_f32(o.bytes.data(), t, i, NAN);
-  o.view = MatrixView{o.bytes.data(), t, m, n, stride};
-  return o;
-}
+using namespace cputest;
 
 std::string target_label(std::int64_t t) { return hwy::TargetName(t); }
 
 // Run `path` (and, for Highway paths, each target) and compare with the oracle.
 void check_all_paths(const Weight& w, const Act& x, std::int64_t y_stride, const std::string& trace) {
-  const std::int64_t m = x.view.rows, n = w.n, k = w.k, kx = x.view.cols;
+  const std::int64_t m = x.view.rows, n = w.n;
   const DType t = x.view.dtype;
   Out ref = poisoned(t, m, n, n);
   quantized_matmul_ref(x.view, w.view(), ref.view);
-  // S = sum |x_k w_k| per output, in double.
-  std::vector<double> sabs(static_cast<std::size_t>(m * n));
-  for (std::int64_t j = 0; j < n; ++j)
-    for (std::int64_t i = 0; i < m; ++i) {
-      double s = 0;
-      for (std::int64_t kk = 0; kk < kx; ++kk) {
-        const std::uint8_t byte = w.packed[j * (k / 2) + kk / 2];
-        const std::uint8_t code = kk % 2 ? e2m1_high(byte) : e2m1_low(byte);
-        s += std::fabs(static_cast<double>(load_as_f32(x.view.data, t, i * x.view.stride + kk)) *
-                       e2m1_times_scale(code, w.scales[j * (k / 16) + kk / 16]));
-      }
-      sabs[i * n + j] = s;
-    }
+  const std::vector<double> sabs = abs_sums(w, x.view);
 
   auto compare = [&](const std::string& label) {
     SCOPED_TRACE(trace + " path=" + label);
@@ -160,27 +69,9 @@ void check_all_paths(const Weight& w, const Act& x, std::int64_t y_stride, const
                                : label.rfind("gemm_f32", 0) == 0 ? CpuPath::kGemmF32
                                : label == "avx512bf16"           ? CpuPath::kGemmAvx512Bf16
                                : label == "avx512bf16_gemv"      ? CpuPath::kGemvAvx512Bf16
+                               : label == "amx_gemv"             ? CpuPath::kGemvAmx
                                                                  : CpuPath::kGemmAmx);
-    int bad = 0;
-    for (std::int64_t i = 0; i < m && bad < 5; ++i) {
-      for (std::int64_t j = 0; j < n && bad < 5; ++j) {
-        const float r = ref.get(i, j), v = y.get(i, j);
-        const double tol = (2.01 * k + 4) * std::ldexp(1.0, -24) * sabs[i * n + j] * std::fabs(w.ts) +
-                           ulp_of(t, std::fabs(r)) + 7.0 * k * 448.0 * std::ldexp(1.0, -126) * std::fabs(w.ts);
-        if (v == r) continue;  // includes equal infinities (f16 overflow on both sides)
-        if (std::isnan(r)) {
-          if (!std::isnan(v)) { ADD_FAILURE() << "m=" << i << " n=" << j << " ref NaN got " << v; ++bad; }
-          continue;
-        }
-        if (!(std::fabs(static_cast<double>(v) - r) <= tol)) {
-          ADD_FAILURE() << "m=" << i << " n=" << j << " ref=" << r << " got=" << v << " tol=" << tol;
-          ++bad;
-        }
-      }
-      // The stride gap of y must stay untouched (NaN).
-      for (std::int64_t j = n; j < y_stride && bad < 5; ++j)
-        if (!std::isnan(y.get(i, j))) { ADD_FAILURE() << "wrote past N at m=" << i << " col " << j; ++bad; }
-    }
+    expect_matches_oracle(ref, y, sabs, w);
   };
 
   for (std::int64_t target : cpu::hwy_compiled_targets()) {
@@ -193,6 +84,7 @@ void check_all_paths(const Weight& w, const Act& x, std::int64_t y_stride, const
   // The AVX512-BF16 GEMV takes every dtype (fp16/fp32 split exactly into bf16 pieces, or the
   // Highway GEMV for data that cannot be split); the bf16 GEMMs take bf16 only.
   if (cpu::cpu_path_supported(CpuPath::kGemvAvx512Bf16, t)) compare("avx512bf16_gemv");
+  if (cpu::cpu_path_supported(CpuPath::kGemvAmx, t)) compare("amx_gemv");  // AMX hosts only
   if (t == DType::kBF16) {
     if (cpu::cpu_path_supported(CpuPath::kGemmAvx512Bf16, t)) compare("avx512bf16");
     if (cpu::cpu_path_supported(CpuPath::kGemmAmx, t)) compare("amx");
@@ -251,7 +143,7 @@ TEST(CpuMatmul, OneHotRecoversDequantizeBitExact) {
       paths.push_back({std::string("gemv/") + hwy::TargetName(target), CpuPath::kGemv});
       paths.push_back({std::string("gemm_f32/") + hwy::TargetName(target), CpuPath::kGemmF32});
     }
-    for (CpuPath p : {CpuPath::kGemmAvx512Bf16, CpuPath::kGemmAmx, CpuPath::kGemvAvx512Bf16})
+    for (CpuPath p : {CpuPath::kGemmAvx512Bf16, CpuPath::kGemmAmx, CpuPath::kGemvAvx512Bf16, CpuPath::kGemvAmx})
       if (cpu::cpu_path_supported(p, t)) paths.push_back({cpu::cpu_path_name(p), p});
     for (const auto& [label, p] : paths) {
       SCOPED_TRACE(label);
@@ -290,7 +182,8 @@ TEST(CpuMatmul, NaNScalePropagates) {
   Weight wl = random_weight(5, 1024, 9);
   wl.scales[64 + 40] = 0x7F;  // row 1, block 40 (second 256-k chunk)
   const Act xb = random_x(DType::kBF16, 2, 1024, 1024, 10);
-  for (CpuPath p : {CpuPath::kGemv, CpuPath::kGemvAvx512Bf16, CpuPath::kGemmAvx512Bf16, CpuPath::kGemmAmx}) {
+  for (CpuPath p : {CpuPath::kGemv, CpuPath::kGemvAvx512Bf16, CpuPath::kGemmAvx512Bf16, CpuPath::kGemmAmx,
+                    CpuPath::kGemvAmx}) {
     if (!cpu::cpu_path_supported(p, DType::kBF16)) continue;
     Out y = poisoned(DType::kBF16, 2, 5, 5);
     cpu::quantized_matmul_path(xb.view, wl.view(), y.view, p);
@@ -387,63 +280,6 @@ TEST(CpuMatmul, BlockingTuningDoesNotChangeResults) {
 
 // ---- AVX512-BF16 GEMV with fp16 / fp32 activations (exact bf16 pieces) -------------------------
 
-cpu::MatmulArgs args_of(const MatrixView& x, const Weight& w, const MatrixView& y) {
-  cpu::MatmulArgs a;
-  a.x = x.data;
-  a.dtype = x.dtype;
-  a.m = x.rows;
-  a.kx = x.cols;
-  a.x_stride = x.stride;
-  a.packed = w.packed.data();
-  a.scales = w.scales.data();
-  a.tensor_scale = w.ts;
-  a.n = w.n;
-  a.k = w.k;
-  a.y = y.data;
-  a.y_stride = y.stride;
-  return a;
-}
-
-// fp32 with every mantissa bit in use (bit 0 set: 24 significant bits), exponent in [lo, hi].
-float full_mantissa(std::mt19937_64& rng, int elo, int ehi) {
-  const std::uint32_t man = static_cast<std::uint32_t>(rng() & 0x7FFFFFu) | 1u;
-  const int e = elo + static_cast<int>(rng() % static_cast<std::uint64_t>(ehi - elo + 1));
-  const std::uint32_t sign = (rng() & 1u) ? 0x80000000u : 0u;
-  return f32_from_bits(sign | (static_cast<std::uint32_t>(e + 127) << 23) | man);
-}
-
-// Adversarial activations for the split: full-mantissa fp32 over [2^-102, 2^100) (huge and tiny
-// in one row), the edge 2^-102 (smallest accepted exponent), zeros and -0; fp16: every exponent incl. subnormals (2^-24..), 65504, and -0.
-Act adversarial_x(DType t, std::int64_t m, std::int64_t kx, std::int64_t stride, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  Act a;
-  a.bytes.assign(static_cast<std::size_t>(std::max<std::int64_t>(1, m * stride) * dtype_size(t)), 0xFF);
-  for (std::int64_t i = 0; i < m; ++i) {
-    for (std::int64_t k = 0; k < kx; ++k) {
-      const std::int64_t at = i * stride + k;
-      const int r = static_cast<int>(rng() % 32);
-      if (t == DType::kF16) {
-        std::uint16_t h = static_cast<std::uint16_t>(rng() & 0xFFFF);
-        if ((h & 0x7C00) == 0x7C00) h &= 0xBFFF;  // no Inf/NaN here (own test)
-        if (r == 0) h = 0x7BFF;                  // 65504
-        if (r == 1) h = static_cast<std::uint16_t>(0x8000 | (rng() % 0x400));  // -subnormal / -0
-        static_cast<std::uint16_t*>(static_cast<void*>(a.bytes.data()))[at] = h;
-        continue;
-      }
-      float v = full_mantissa(rng, -30, 30);
-      if (r == 0) v = full_mantissa(rng, -102, -90);
-      if (r == 1) v = full_mantissa(rng, 80, 100);
-      if (r == 2) v = std::ldexp(1.0f, -102);
-      if (r == 3) v = full_mantissa(rng, 100, 100);
-      if (r == 4) v = (rng() & 1) ? 0.0f : -0.0f;
-      store_from_f32(a.bytes.data(), t, at, v);
-    }
-    for (std::int64_t k = kx; k < stride; ++k) store_from_f32(a.bytes.data(), t, i * stride + k, NAN);
-  }
-  a.view = MatrixView{a.bytes.data(), t, m, kx, stride};
-  return a;
-}
-
 // Every dtype, M = 1..8, odd N, K with and without a 256-k tail and short activations: the split
 // must be taken (the kernel returns true), and every path must match the oracle within tolerance.
 TEST(CpuMatmulSplit, AdversarialActivationsMatchOracle) {
@@ -482,20 +318,7 @@ TEST(CpuMatmulSplit, ScaledOneHotSplitIsBitExact) {
     const Weight w = random_weight(n, k, seed + k);
     for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " K=" + std::to_string(k));
-      std::mt19937_64 rng(seed * 5 + k);
-      std::vector<std::uint8_t> xb(static_cast<std::size_t>(m * k * dtype_size(t)), 0);
-      for (std::int64_t i = 0; i < m; ++i) {
-        const std::int64_t at = i * k + (i * 37 + 5) % k;
-        if (t == DType::kF32) {
-          store_from_f32(xb.data(), t, at, full_mantissa(rng, i == 0 ? -102 : -100, i == 1 ? 119 : 100));
-        } else if (t == DType::kF16) {
-          // 11 significant bits (mantissa bit 0 set), every exponent incl. subnormal
-          const std::uint16_t h = static_cast<std::uint16_t>(((rng() & 1) << 15) | ((rng() % 31) << 10) | (rng() & 0x3FF) | 1);
-          static_cast<std::uint16_t*>(static_cast<void*>(xb.data()))[at] = h;
-        } else {
-          store_from_f32(xb.data(), t, at, full_mantissa(rng, -100, 100));
-        }
-      }
+      std::vector<std::uint8_t> xb = scaled_one_hot_x(t, m, k, seed * 5 + k, -102);
       const MatrixView xv{xb.data(), t, m, k, k};
       Out ref = poisoned(t, m, n, n), y = poisoned(t, m, n, n);
       quantized_matmul_ref(xv, w.view(), ref.view);
@@ -558,6 +381,9 @@ TEST(CpuMatmulSplit, DispatchFollowsTuningTable) {
   cpu::CpuTuning t = saved;
   t.gemv_split_f32_rows = 0x2;   // M = 2 only
   t.gemv_split_f16_rows = 0x81;  // M = 1 and 8
+  // The chain below the AMX GEMV: with gemv_amx_rows = 0 it is the same on every host (an AMX
+  // host would otherwise take the AMX GEMV for these M first). The AMX link is checked after.
+  t.gemv_amx_rows = 0;
   cpu::cpu_tuning_mutable() = t;
   EXPECT_EQ(cpu::cpu_path_for(1, DType::kF32), CpuPath::kGemv);
   EXPECT_EQ(cpu::cpu_path_for(2, DType::kF32), CpuPath::kGemvAvx512Bf16);
@@ -568,6 +394,23 @@ TEST(CpuMatmulSplit, DispatchFollowsTuningTable) {
   EXPECT_EQ(cpu::cpu_path_for(5, DType::kBF16), CpuPath::kGemvAvx512Bf16);
   EXPECT_NE(cpu::cpu_path_for(t.gemv_max_m + 1, DType::kF16), CpuPath::kGemvAvx512Bf16);
   EXPECT_EQ(cpu::cpu_kernel_name(2, DType::kF32), "gemv_nvfp4_avx512bf16_sp3");
+  {  // The AMX link on top: M = 2 and 5 in gemv_amx_rows take it exactly where it can run.
+    cpu::CpuTuning ta = t;
+    ta.gemv_amx_rows = 0x12;
+    cpu::cpu_tuning_mutable() = ta;
+    const bool amx = cpu::gemv_amx_supported();
+    for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
+      SCOPED_TRACE(dtype_name(dt));
+      // Without AMX, M = 5 falls through: bf16 takes the vdpbf16ps GEMV, fp16/fp32 (M=5 not in
+      // their split rows) the Highway GEMV.
+      const CpuPath below = dt == DType::kBF16 ? CpuPath::kGemvAvx512Bf16 : CpuPath::kGemv;
+      EXPECT_EQ(cpu::cpu_path_for(5, dt), amx ? CpuPath::kGemvAmx : below);
+    }
+    EXPECT_EQ(cpu::cpu_path_for(2, DType::kF32), amx ? CpuPath::kGemvAmx : CpuPath::kGemvAvx512Bf16);
+    EXPECT_EQ(cpu::cpu_path_for(3, DType::kF32), CpuPath::kGemv);
+    EXPECT_EQ(cpu::cpu_kernel_name(2, DType::kF32), amx ? "gemv_nvfp4_amx_sp3" : "gemv_nvfp4_avx512bf16_sp3");
+    cpu::cpu_tuning_mutable() = t;
+  }
   const Weight w = random_weight(23, 784, 12);
   for (DType dt : {DType::kF32, DType::kF16})
     for (std::int64_t m : {1, 2, 8}) {

@@ -40,15 +40,6 @@ namespace {
 
 std::int64_t round_up(std::int64_t v, std::int64_t q) { return (v + q - 1) / q * q; }
 
-struct AlignedFree {
-  void operator()(void* p) const { std::free(p); }
-};
-template <typename T>
-std::unique_ptr<T[], AlignedFree> alloc64(std::int64_t count) {
-  const std::size_t bytes = static_cast<std::size_t>(round_up(count * static_cast<std::int64_t>(sizeof(T)), 64));
-  return std::unique_ptr<T[], AlignedFree>(static_cast<T*>(std::aligned_alloc(64, bytes == 0 ? 64 : bytes)));
-}
-
 // Scalar panel decode (reference layout; CPUs without AVX-512F, never with either microkernel
 // in practice). Columns c in [c_begin, nc) of the panel, pairs [0, kc/2).
 void decode_panel_scalar(const MatmulArgs& a, std::int64_t n0, std::int64_t cols, std::int64_t nc,

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <vector>
 
 #include "nvfp4/dtype.h"
@@ -39,6 +41,29 @@ void gemv_nvfp4_hwy(const MatmulArgs& a);
 bool gemv_avx512bf16_supported();
 int gemv_avx512bf16_pieces(DType t);
 bool gemv_nvfp4_avx512bf16(const MatmulArgs& a);
+// split_bf16_avx512.cpp: row mi of x into P = gemv_avx512bf16_pieces(dtype) bf16 rows
+// dst[j * k + kk] (kk < kx; the caller zero-fills the rest) whose sum is x exactly (bf16: a copy).
+// Returns false (dst undefined) if the row cannot be split exactly: fp32 with a nonzero
+// |x| < 2^min_exp_f32 or |x| >= 2^120, Inf or NaN; fp16 Inf or NaN. min_exp_f32 >= -102 is the
+// caller's no-flush bound (proof in the file). Needs AVX512F/BW (callers check stronger ISAs).
+bool split_row_bf16(const MatmulArgs& a, std::int64_t mi, std::uint16_t* dst, int min_exp_f32);
+// The GEMVs' epilogue: sums[seg][m * P][n] raw fp32 sums of K segment seg for virtual row
+// mi * P + j (piece j); per output: segments added in order, pieces smallest first, times the
+// tensor scale, stored to y in its dtype.
+void gemv_store_pieces(const MatmulArgs& a, int P, std::int64_t nseg, const float* sums);
+// gemv_nvfp4_amx.cpp: GEMV for small M on AMX tiles with the weights as the A operand (16 output
+// rows x 32 k of exactly decoded bf16 weights e2m1 * |scale|) and the (virtual) activation rows
+// as the B operand (<= 16 per C tile); any dtype (fp16 / fp32 split exactly into 2 / 3 pieces,
+// fp32 accepted down to 2^-93). Needs gemv_amx_supported() = amx_supported() &&
+// gemv_avx512bf16_supported(). Returns false, writing nothing, for activations that cannot be
+// split exactly (the dispatcher then runs the Highway GEMV).
+bool gemv_amx_supported();
+bool gemv_nvfp4_amx(const MatmulArgs& a);
+// Tests only, never dispatched: the same kernel with the three tile operations (tile load,
+// TDPBF16PS, tile store) emulated in scalar code (gemv_nvfp4_amx.cpp says what the emulation
+// approximates), so decode, layouts, threading and epilogue are tested on CPUs without AMX.
+// Needs gemv_avx512bf16_supported().
+bool gemv_nvfp4_amx_emulated(const MatmulArgs& a);
 // gemm_nvfp4_hwy.cpp: W decoded exactly to fp32 panels, fp32 FMA microkernel; any dtype.
 void gemm_nvfp4_hwy(const MatmulArgs& a);
 // Name of the Highway target dynamic dispatch picks now ("AVX3", "AVX2", "EMU128", ...).
@@ -63,6 +88,17 @@ bool amx_supported();  // CPUID AMX-TILE+AMX-BF16 and the kernel granted XTILEDA
 void gemm_ukernel_amx(const std::uint16_t* A, std::int64_t lda, const std::uint16_t* Bp,
                       std::int64_t nc, std::int64_t kc, float* C, std::int64_t ldc,
                       std::int64_t rows);
+
+// 64-byte aligned scratch arrays (zmm / tile rows), freed with std::free.
+struct Free64 {
+  void operator()(void* p) const { std::free(p); }
+};
+template <typename T>
+std::unique_ptr<T[], Free64> alloc64(std::int64_t count) {
+  std::size_t bytes = static_cast<std::size_t>(count) * sizeof(T);
+  bytes = (bytes + 63) / 64 * 64;
+  return std::unique_ptr<T[], Free64>(static_cast<T*>(std::aligned_alloc(64, bytes == 0 ? 64 : bytes)));
+}
 
 // ---- shared scalar helpers (exact) -------------------------------------------------------
 // |scale| as fp32 for every E4M3 byte (0x7F/0xFF -> NaN, as the oracle gives).

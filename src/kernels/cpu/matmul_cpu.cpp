@@ -1,4 +1,8 @@
 // kernels/cpu/matmul_cpu.cpp -- the CPU backend's dispatcher: a short ordered chain.
+//   M's bit in gemv_amx_rows (default M = 4..16), AMX granted, AVX512-BF16+VBMI
+//                                            -> GEMV on AMX tiles, any dtype (fp16/fp32 split
+//                                               exactly into 2/3 bf16 pieces; data that cannot be
+//                                               split exactly runs the Highway GEMV)
 //   M <= gemv_max_m, AVX512-BF16+VBMI, and bf16, or fp16/fp32 with M in gemv_split_f16_rows /
 //     gemv_split_f32_rows                    -> GEMV on vdpbf16ps (fp16/fp32 split exactly into
 //                                               2/3 bf16 pieces; if the data cannot be split
@@ -8,8 +12,8 @@
 //   bf16 activations, AVX512-BF16            -> GEMM on vdpbf16ps
 //   otherwise                                -> GEMM fp32 (Highway, best target)
 // fp32/fp16 activations are never rounded to bf16 (that would cost ~2^-9 relative per product,
-// far outside the documented tolerance): the GEMV splits them exactly (proof in
-// gemv_nvfp4_avx512bf16.cpp); the bf16 GEMMs take bf16 only.
+// far outside the documented tolerance): the GEMVs split them exactly (proof in
+// split_bf16_avx512.cpp); the bf16 GEMMs take bf16 only.
 #include "kernels/cpu/matmul_cpu.h"
 
 #include <string>
@@ -59,6 +63,7 @@ const char* cpu_path_name(CpuPath p) {
     case CpuPath::kGemmF32: return "gemm_nvfp4_hwy";
     case CpuPath::kGemmAvx512Bf16: return "gemm_nvfp4_avx512bf16";
     case CpuPath::kGemvAvx512Bf16: return "gemv_nvfp4_avx512bf16";
+    case CpuPath::kGemvAmx: return "gemv_nvfp4_amx";
     default: return "gemm_nvfp4_amx";
   }
 }
@@ -68,12 +73,15 @@ bool cpu_path_supported(CpuPath p, DType t) {
     case CpuPath::kGemmAvx512Bf16: return t == DType::kBF16 && bf16_kernel_supported(Bf16Kernel::kAvx512Bf16);
     case CpuPath::kGemvAvx512Bf16: return gemv_avx512bf16_supported();  // any dtype (exact split)
     case CpuPath::kGemmAmx: return t == DType::kBF16 && bf16_kernel_supported(Bf16Kernel::kAmx);
+    case CpuPath::kGemvAmx: return gemv_amx_supported();  // any dtype (exact split)
     default: return true;
   }
 }
 
 CpuPath cpu_path_for(std::int64_t m, DType t) {
   const CpuTuning& tune = cpu_tuning();
+  if (m >= 1 && m <= 16 && ((tune.gemv_amx_rows >> (m - 1)) & 1u) != 0 && cpu_path_supported(CpuPath::kGemvAmx, t))
+    return CpuPath::kGemvAmx;
   if (m <= tune.gemv_max_m) {
     const std::uint32_t rows = t == DType::kF32 ? tune.gemv_split_f32_rows : tune.gemv_split_f16_rows;
     const bool take = t == DType::kBF16 || (m >= 1 && m <= 32 && ((rows >> (m - 1)) & 1u) != 0);
@@ -90,7 +98,8 @@ std::string cpu_kernel_name(std::int64_t m, DType t) {
   if (p == CpuPath::kGemv || p == CpuPath::kGemmF32) s += std::string("_") + hwy_target_name();
   // "_sp3" / "_sp2": fp32 / fp16 rows split into 3 / 2 bf16 pieces (<= 26 characters: the
   // width of the bench table's kernel column).
-  if (p == CpuPath::kGemvAvx512Bf16 && t != DType::kBF16) s += "_sp" + std::to_string(gemv_avx512bf16_pieces(t));
+  if ((p == CpuPath::kGemvAvx512Bf16 || p == CpuPath::kGemvAmx) && t != DType::kBF16)
+    s += "_sp" + std::to_string(gemv_avx512bf16_pieces(t));
   return s;
 }
 
@@ -124,6 +133,10 @@ void quantized_matmul_path(const MatrixView& x, const WeightView& w, const Matri
       // Activations that cannot be split exactly into bf16 pieces (fp32 outside [2^-102, 2^120),
       // Inf/NaN): the Highway GEMV gives the same contract (oracle within tolerance, same NaN/Inf).
       if (!gemv_nvfp4_avx512bf16(a)) gemv_nvfp4_hwy(a);
+      break;
+    case CpuPath::kGemvAmx:
+      // Same fallback (fp32 outside [2^-93, 2^120), Inf/NaN; the bound is the AMX GEMV's).
+      if (!gemv_nvfp4_amx(a)) gemv_nvfp4_hwy(a);
       break;
     default: gemm_nvfp4_bf16(a, Bf16Kernel::kAmx); break;
   }

@@ -23,6 +23,8 @@ enum class CpuPath : std::uint8_t {
   kGemmAmx,        // bf16 panels + AMX tiles, bf16 activations only
   kGemvAvx512Bf16, // GEMV on vdpbf16ps (vpermw decode); fp16/fp32 split exactly into 2/3 bf16
                    // pieces (falls back to kGemv for data that cannot be split exactly)
+  kGemvAmx,        // GEMV on AMX tiles (weights = A operand, decoded once for all rows); any dtype
+                   // (same split and fallback as kGemvAvx512Bf16); needs AMX + AVX512-BF16/VBMI
 };
 const char* cpu_path_name(CpuPath p);
 // Whether the path can run on this CPU for activations of dtype t.

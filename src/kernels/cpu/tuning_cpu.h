@@ -1,7 +1,7 @@
 // kernels/cpu/tuning_cpu.h -- block sizes and thresholds of the CPU kernels.
 // These change speed only, never results: every kernel computes each output as one fp32
 // sum over K whose grouping does not depend on any value here except where noted (the K split
-// of the GEMV changes the summation order; the tests cover split and unsplit shapes).
+// of the GEMVs changes the summation order; the tests cover split and unsplit shapes).
 #pragma once
 
 #include <cstdint>
@@ -44,6 +44,36 @@ struct CpuTuning {
   std::int64_t gemv_prefetch_min_m = 1;
   std::int64_t gemv_prefetch_max_m = 4;
   std::int64_t gemv_prefetch_l2 = 1;
+  // AMX GEMV (gemv_nvfp4_amx.cpp), where AMX is granted: taken for the M (1..16) whose bit (M-1)
+  // is set, any dtype, before the gemv_max_m test. Measured (lead, Emerald Rapids, 2 cores pinned,
+  // cold, N=4096 K=14336 bf16, cpu_paths_bench, us median, multiply/convert decode, n_tiles 2):
+  // M=1 3217 vs vdpbf16ps GEMV 1723, M=2 4261 vs 2643, M=4 4786 vs 4589, M=8 3695 vs 7346,
+  // M=16 4443 vs 14283. With the table decode (second run, 13:06 UTC, docs/perf-cpu.md 6.2, us
+  // median / p10): M=2 3262 / 2327 vs 2931 / 2689, M=4 4687 / 3106 vs 4872 / 4685, M=8 5363 /
+  // 3493 vs 9252 / 8290, M=16 4160 / 3402 vs 15921 / 14399. So M = 4..16 (0xFFF8); M = 2 is a
+  // tie within this host's noise (median favours vdpbf16ps, p10 AMX) and stays, with M = 3.
+  std::uint32_t gemv_amx_rows = 0xFFF8;
+  // AMX GEMV: 16-row C tiles per pass (1..6; capped at 2 when the virtual activation rows need
+  // 2 C tiles per 16 weight rows, 1 for 3, to fit the 8 tile registers). A task = 16 * this many
+  // weight rows; each B tile load feeds this many TDPBF16PS. Measured (same run as above): 2 beats
+  // 4 at every M (M=1 3217 vs 4411 us, M=2 4261 vs 5282, M=4 4786 vs 5643, M=8 3695 vs 4890,
+  // M=16 4443 vs 5555): half the rows streamed at once per task.
+  std::int64_t gemv_amx_n_tiles = 2;
+  // AMX GEMV: k decoded per weight row before its tile products (multiple of 32; the A buffers,
+  // n_tiles * k_block / 32 KiB <= 32 KiB, stay in L1). Measured with n_tiles 4: 256 was 4-12%
+  // faster than 128 at M=1..16 (e.g. M=8 4448 vs 4890 us) but not combined with n_tiles 2: kept.
+  std::int64_t gemv_amx_k_block = 128;
+  // AMX GEMV: software prefetch (prefetcht1) of each weight row this many bytes ahead, 0 = off.
+  // A task streams 16 * n_tiles rows at once, more than the L2 streamer tracks. Measured with
+  // n_tiles 4 (run above): 0 vs 256 within -1..+7% (M=1 4354 vs 4411 us, M=16 5970 vs 5555): kept.
+  std::int64_t gemv_amx_prefetch_bytes = 256;
+  // AMX GEMV decode of the per-group LUT: 1 = [table[s0] | table[s1]] from an 8 KiB table of
+  // e2m1 x |scale| (4 port-0/5 uops per 32 weights), 0 = 2 vmulps + vcvtne2ps2bf16 per group
+  // (7 uops, the original). Same bits either way (tested); 0 exists for A/B timing in one process
+  // (cpu_paths_bench gemv_amx:tab=0). Predicted ~1.75x faster decode (gemv_nvfp4_amx.cpp);
+  // measured on Emerald Rapids (2 cores, same run as above): 18-28% faster (M=1 3361 vs 4080 us,
+  // M=4 4687 vs 6469, M=8 5363 vs 7087, M=16 4160 vs 5236).
+  std::int64_t gemv_amx_decode_table = 1;
   // GEMM blocking: NC columns of W decoded per panel (L2-resident: NC*KC*4 B = 256 KiB fp32,
   // 128 KiB bf16), KC depth per decoded panel, MC rows of x per task (C accumulator MC*NC*4 B =
   // 256 KiB). KC 512 vs 256: +3% on the bf16 GEMM (Zen 4, 1 thread, M=512 N=256 K=14336:

@@ -604,47 +604,13 @@ __device__ __forceinline__ std::uint32_t rp_scale(std::uint32_t s) {
 __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
-// PDL: instantiated separately so that the default launch runs exactly the kernel without the
-// griddepcontrol prologue.
-template <int RT, int NB, bool PDL>
-__global__ void __launch_bounds__(512) gemv_nvfp4_rp_kernel(GemvArgs p, int k_split) {
-  extern __shared__ float rp_red[];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int nwarps = blockDim.x >> 5;
-  const int g = lane >> 2, t = lane & 3;
-  const int slice = warp % k_split, grp = warp / k_split, groups = nwarps / k_split;
-  const int ntiles = static_cast<int>(p.n / 16);
-  const int tile0 = (blockIdx.x * groups + grp) * RT;
-  const int npairs = static_cast<int>(p.k / 128);
-  const int per = (npairs + k_split - 1) / k_split;
-  const int c_beg = min(npairs, slice * per);
-  const int c_end = min(npairs, c_beg + per);
-  const int vr_total = p.pieces * p.m_rows;  // virtual activation rows (fp16/fp32: exact bf16 pieces)
-
-  const std::uint8_t* wt[RT];
-  const std::uint8_t* st[RT];
-#pragma unroll
-  for (int r = 0; r < RT; ++r) {
-    const int tl = tile0 + r < ntiles ? tile0 + r : 0;  // past the end: read tile 0, store nothing
-    wt[r] = p.packed + static_cast<std::size_t>(tl) * (8 * p.k) + lane * 16;
-    st[r] = p.scales + static_cast<std::size_t>(tl) * p.k + lane * 4;
-  }
-  const std::uint16_t* xr[NB];
-  bool xv[NB];
-#pragma unroll
-  for (int b = 0; b < NB; ++b) {
-    const int row = 8 * b + g;
-    xv[b] = row < vr_total;
-    xr[b] = static_cast<const std::uint16_t*>(p.a) + (xv[b] ? row : 0) * p.a_stride + 16 * t;
-  }
-  float acc[RT][NB][4];
-#pragma unroll
-  for (int r = 0; r < RT; ++r)
-#pragma unroll
-    for (int b = 0; b < NB; ++b)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) acc[r][b][c] = 0.0f;
-
+// The rp main loop: chunk pairs [c_beg, c_end) of RT row tiles (bases wt/st include this lane's
+// offset) against NB n8 tiles of activations (rows xr, valid xv), added to acc. `before_loop`
+// runs after the first pair's loads are issued (the PDL wait goes there).
+template <int RT, int NB, class BeforeLoop>
+__device__ __forceinline__ void rp_accumulate(const std::uint8_t* const (&wt)[RT], const std::uint8_t* const (&st)[RT],
+                                              const std::uint16_t* const (&xr)[NB], const bool (&xv)[NB], int c_beg,
+                                              int c_end, float (&acc)[RT][NB][4], BeforeLoop before_loop) {
   auto load = [&](int cp, uint4 (&w)[RT][2], std::uint32_t (&s)[RT]) {
     const std::uint32_t wo = static_cast<std::uint32_t>(cp) * 1024u, so = static_cast<std::uint32_t>(cp) * 128u;
 #pragma unroll
@@ -692,13 +658,8 @@ __global__ void __launch_bounds__(512) gemv_nvfp4_rp_kernel(GemvArgs p, int k_sp
   };
   uint4 wa[RT][2], wb[RT][2];
   std::uint32_t sa[RT], sb[RT];
-  // With PDL the first chunk pair of weights (constant across the decode chain: the API's
-  // contract) is loaded before the wait; activations and the output only after it. Prefetching
-  // more of the warp's weights into L2 before the wait (cp.async.bulk.prefetch.L2, 2 or 8 chunk
-  // pairs) measured no better or worse (docs/perf-cuda.md 9), so it is not done.
-  if constexpr (PDL) pdl_launch_dependents();
   if (c_beg < c_end) load(c_beg, wa, sa);
-  if constexpr (PDL) pdl_wait();
+  before_loop();
   for (int cp = c_beg; cp < c_end; cp += 2) {
     if (cp + 1 < c_end) load(cp + 1, wb, sb);  // warp-uniform
     compute(cp, wa, sa);
@@ -706,7 +667,65 @@ __global__ void __launch_bounds__(512) gemv_nvfp4_rp_kernel(GemvArgs p, int k_sp
     if (cp + 2 < c_end) load(cp + 2, wa, sa);
     compute(cp + 1, wb, sb);
   }
+}
 
+// Activation row bases of lane (g, t) for NB n8 tiles: virtual row 8b + g, k offset 16t.
+template <int NB>
+__device__ __forceinline__ void rp_activation_rows(const GemvArgs& p, int g, int t, const std::uint16_t* (&xr)[NB],
+                                                   bool (&xv)[NB]) {
+  const int vr_total = p.pieces * p.m_rows;  // virtual activation rows (fp16/fp32: exact bf16 pieces)
+#pragma unroll
+  for (int b = 0; b < NB; ++b) {
+    const int row = 8 * b + g;
+    xv[b] = row < vr_total;
+    xr[b] = static_cast<const std::uint16_t*>(p.a) + (xv[b] ? row : 0) * p.a_stride + 16 * t;
+  }
+}
+
+// Static schedule: block = `groups` column groups x k_split warps; warp (grp, slice) owns RT row
+// tiles and the slice's contiguous chunk pairs; partials meet in shared memory.
+// PDL: instantiated separately so that the default launch runs exactly the kernel without the
+// griddepcontrol prologue.
+template <int RT, int NB, bool PDL>
+__global__ void __launch_bounds__(512) gemv_nvfp4_rp_kernel(GemvArgs p, int k_split) {
+  extern __shared__ float rp_red[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int nwarps = blockDim.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int slice = warp % k_split, grp = warp / k_split, groups = nwarps / k_split;
+  const int ntiles = static_cast<int>(p.n / 16);
+  const int tile0 = (blockIdx.x * groups + grp) * RT;
+  const int npairs = static_cast<int>(p.k / 128);
+  const int per = (npairs + k_split - 1) / k_split;
+  const int c_beg = min(npairs, slice * per);
+  const int c_end = min(npairs, c_beg + per);
+
+  const std::uint8_t* wt[RT];
+  const std::uint8_t* st[RT];
+#pragma unroll
+  for (int r = 0; r < RT; ++r) {
+    const int tl = tile0 + r < ntiles ? tile0 + r : 0;  // past the end: read tile 0, store nothing
+    wt[r] = p.packed + static_cast<std::size_t>(tl) * (8 * p.k) + lane * 16;
+    st[r] = p.scales + static_cast<std::size_t>(tl) * p.k + lane * 4;
+  }
+  const std::uint16_t* xr[NB];
+  bool xv[NB];
+  rp_activation_rows<NB>(p, g, t, xr, xv);
+  float acc[RT][NB][4];
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[r][b][c] = 0.0f;
+  // With PDL the first chunk pair of weights (constant across the decode chain: the API's
+  // contract) is loaded before the wait; activations and the output only after it. Prefetching
+  // more of the warp's weights into L2 before the wait (cp.async.bulk.prefetch.L2, 2 or 8 chunk
+  // pairs) measured no better or worse (docs/perf-cuda.md 9), so it is not done.
+  if constexpr (PDL) pdl_launch_dependents();
+  rp_accumulate<RT, NB>(wt, st, xr, xv, c_beg, c_end, acc, [] {
+    if constexpr (PDL) pdl_wait();
+  });
   reduce_and_store<RT, NB>(acc, rp_red, p, warp, k_split, groups, g, t);
 }
 
