@@ -192,6 +192,50 @@ TEST(CpuMatmul, NaNScalePropagates) {
   }
 }
 
+// |x| near FLT_MAX with small block scales: the oracle's products x * (e2m1 * scale) stay
+// finite, while an unscaled block partial sum_j e2m1_j * x_j (two terms of 6 x 2^125 already
+// exceed FLT_MAX) does not. K = 512 takes the GEMVs' vector loops (chunks of 16 x 16 lanes).
+// Every path must return the oracle's finite result (the GEMVs recompute such calls on the GEMM).
+TEST(CpuMatmul, HugeActivationsDoNotOverflowBeforeTheScale) {
+  const std::uint64_t seed = 2125;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  Weight w;
+  constexpr std::int64_t K = 512;
+  w.n = 5;
+  w.k = K;
+  w.ts = 1.0f;
+  w.packed.resize(5 * K / 2);
+  w.scales.assign(5 * K / 16, 0x01);  // 2^-9, the smallest E4M3 subnormal
+  for (auto& b : w.packed) b = static_cast<std::uint8_t>(0x77 | (rng() % 2 ? 0x08 : 0) | (rng() % 2 ? 0x80 : 0));  // +-6
+  for (DType dt : {DType::kF32, DType::kBF16})
+    for (std::int64_t m : {1, 3}) {
+      Act x;
+      x.bytes.resize(static_cast<std::size_t>(m * K * dtype_size(dt)));
+      for (std::int64_t i = 0; i < m * K; ++i) store_from_f32(x.bytes.data(), dt, i, std::ldexp(rng() % 2 ? 1.0f : -1.0f, 125));
+      x.view = MatrixView{x.bytes.data(), dt, m, K, K};
+      std::vector<float> xf(static_cast<std::size_t>(m * K));  // exact fp32 copy for the oracle
+      for (std::int64_t i = 0; i < m * K; ++i) xf[static_cast<std::size_t>(i)] = load_as_f32(x.bytes.data(), dt, i);
+      Out ref = poisoned(DType::kF32, m, 5, 5);
+      quantized_matmul_ref(MatrixView{xf.data(), DType::kF32, m, K, K}, w.view(), ref.view);
+      const double sabs = K * 6.0 * std::ldexp(1.0, 125 - 9);  // sum_k |x_k w_k|
+      for (CpuPath p : {CpuPath::kAuto, CpuPath::kGemv, CpuPath::kGemvAvx512Bf16, CpuPath::kGemvAmx, CpuPath::kGemmF32}) {
+        if (p != CpuPath::kAuto && !cpu::cpu_path_supported(p, dt)) continue;
+        SCOPED_TRACE(std::string(cpu::cpu_path_name(p)) + " " + dtype_name(dt) + " M=" + std::to_string(m));
+        Out y = poisoned(dt, m, 5, 5);
+        cpu::quantized_matmul_path(x.view, w.view(), y.view, p);
+        for (std::int64_t i = 0; i < m; ++i)
+          for (std::int64_t j = 0; j < 5; ++j) {
+            const float r = ref.get(i, j), got = y.get(i, j);
+            ASSERT_TRUE(std::isfinite(r));
+            EXPECT_TRUE(std::isfinite(got)) << "y[" << i << "," << j << "] = " << got << ", oracle " << r;
+            EXPECT_LE(std::fabs(got - r), 1e-5 * sabs + (dt == DType::kBF16 ? std::fabs(r) / 128 : 0.0))
+                << "y[" << i << "," << j << "]";
+          }
+      }
+    }
+}
+
 TEST(CpuMatmul, AmxPathOrSkip) {
   if (!cpu::cpu_path_supported(CpuPath::kGemmAmx, DType::kBF16))
     GTEST_SKIP() << "AMX-TILE/AMX-BF16 not available on this CPU (or XTILEDATA not granted by the kernel); "

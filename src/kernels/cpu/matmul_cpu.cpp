@@ -103,6 +103,26 @@ std::string cpu_kernel_name(std::int64_t m, DType t) {
   return s;
 }
 
+namespace {
+
+// True if any y[m, n] is Inf or NaN (bit test per element; vectorizes, ~1 us for 4096 outputs).
+bool output_has_nonfinite(const MatmulArgs& a) {
+  bool bad = false;
+  for (std::int64_t m = 0; m < a.m; ++m) {
+    if (a.dtype == DType::kF32) {
+      const std::uint32_t* r = static_cast<const std::uint32_t*>(a.y) + m * a.y_stride;
+      for (std::int64_t n = 0; n < a.n; ++n) bad |= (r[n] & 0x7F800000u) == 0x7F800000u;
+    } else {
+      const std::uint16_t mask = a.dtype == DType::kBF16 ? 0x7F80u : 0x7C00u;
+      const std::uint16_t* r = static_cast<const std::uint16_t*>(a.y) + m * a.y_stride;
+      for (std::int64_t n = 0; n < a.n; ++n) bad |= (r[n] & mask) == mask;
+    }
+  }
+  return bad;
+}
+
+}  // namespace
+
 void quantized_matmul_path(const MatrixView& x, const WeightView& w, const MatrixView& y, CpuPath p) {
   const char* op = "quantized_matmul[cpu]";
   validate_matmul(op, x, w, y);
@@ -126,17 +146,27 @@ void quantized_matmul_path(const MatrixView& x, const WeightView& w, const Matri
   a.y = y.data;
   a.y_stride = y.stride;
   switch (p) {
-    case CpuPath::kGemv: gemv_nvfp4_hwy(a); break;
+    case CpuPath::kGemv:
+      gemv_nvfp4_hwy(a);
+      // The two GEMVs form sum_j e2m1_j * x_j per block before the block scale, which can
+      // overflow near FLT_MAX (|x| > ~2^121 with small scales) where the oracle's
+      // x * (e2m1 * scale) products do not. A non-finite output (rare: it also comes from
+      // NaN/Inf inputs, where the rerun gives the same) is recomputed on the GEMM, whose
+      // decoded panels hold the scaled weights as the oracle does.
+      if (output_has_nonfinite(a)) gemm_nvfp4_hwy(a);
+      break;
     case CpuPath::kGemmF32: gemm_nvfp4_hwy(a); break;
     case CpuPath::kGemmAvx512Bf16: gemm_nvfp4_bf16(a, Bf16Kernel::kAvx512Bf16); break;
     case CpuPath::kGemvAvx512Bf16:
       // Activations that cannot be split exactly into bf16 pieces (fp32 outside [2^-102, 2^120),
       // Inf/NaN): the Highway GEMV gives the same contract (oracle within tolerance, same NaN/Inf).
       if (!gemv_nvfp4_avx512bf16(a)) gemv_nvfp4_hwy(a);
+      if (output_has_nonfinite(a)) gemm_nvfp4_hwy(a);  // see kGemv
       break;
     case CpuPath::kGemvAmx:
       // Same fallback (fp32 outside [2^-93, 2^120), Inf/NaN; the bound is the AMX GEMV's).
       if (!gemv_nvfp4_amx(a)) gemv_nvfp4_hwy(a);
+      if (output_has_nonfinite(a)) gemm_nvfp4_hwy(a);  // see kGemv (the fallback is that GEMV)
       break;
     default: gemm_nvfp4_bf16(a, Bf16Kernel::kAmx); break;
   }
