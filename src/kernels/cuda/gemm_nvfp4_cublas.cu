@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/cuda/gemm_nvfp4_cublas.h"
+#include "kernels/cuda/scratch.h"
 #include "nvfp4/error.h"
 #include "nvfp4/format.h"
 
@@ -120,7 +121,7 @@ void gemm_nvfp4_dequant_cublas(const MatrixView& x, const WeightView& w, const M
   // columns' weights simply are not read). Row stride w.k keeps every decoded block aligned.
   const std::int64_t panel_rows = std::max<std::int64_t>(1, std::min<std::int64_t>(w.n, kPanelBytes / (w.k * es)));
   void* panel = nullptr;
-  check(cudaMallocAsync(&panel, static_cast<std::size_t>(panel_rows * w.k * es), st), "cudaMallocAsync(panel)");
+  check(scratch_alloc(&panel, static_cast<std::size_t>(panel_rows * w.k * es), st), "scratch_alloc(panel)");
   cublasHandle_t h = handle_for_current_device();
   check(cublasSetStream(h, st), "cublasSetStream");
   const float alpha = w.tensor_scale, beta = 0.0f;
@@ -142,7 +143,7 @@ void gemm_nvfp4_dequant_cublas(const MatrixView& x, const WeightView& w, const M
                        static_cast<int>(y.stride), ct, CUBLAS_GEMM_DEFAULT),
           "cublasGemmEx");
   }
-  check(cudaFreeAsync(panel, st), "cudaFreeAsync(panel)");
+  check(scratch_free(panel, st), "scratch_free(panel)");
 }
 
 }  // namespace nvfp4::cuda

@@ -6,7 +6,7 @@
 //   direct   bf16/fp16, x.cols == K, 16-byte aligned base and row stride: the GEMV reads x itself.
 //   prepared anything else (fp32, odd strides, unaligned, K' < K padding): one small kernel
 //            writes 16-bit rows (fp32 -> 3 exact bf16 pieces, zero padding past K') into a
-//            stream-ordered workspace (cudaMallocAsync: no sync, capturable in CUDA graphs).
+//            stream-ordered workspace (scratch.h: a retained pool; cudaMallocAsync when captured).
 // M > 16 (prefill): gemm_nvfp4_cublas.cu (decode to a dense panel + cuBLAS, near the dense
 // rate: see its header). With an explicit tile (tests, tuner) the GEMV runs once per chunk of 16
 // rows instead, so every tile can be checked at any M.
@@ -18,6 +18,7 @@
 #include "kernels/cuda/cuda_host.h"
 #include "kernels/cuda/gemm_nvfp4_cublas.h"
 #include "kernels/cuda/gemv_nvfp4_sm90.h"
+#include "kernels/cuda/scratch.h"
 #include "kernels/cuda/matmul_cuda.h"
 #include "nvfp4/cuda.h"
 #include "nvfp4/error.h"
@@ -160,7 +161,7 @@ void quantized_matmul_tile(const MatrixView& x, const WeightView& w, const Matri
   if (!direct) {
     const std::int64_t rows = std::min<std::int64_t>(x.rows, chunk);
     const std::size_t bytes = static_cast<std::size_t>(pieces) * rows * w.k * 2;
-    check(cudaMallocAsync(reinterpret_cast<void**>(&work), bytes, stream), op, "workspace for " + shape);
+    check(scratch_alloc(reinterpret_cast<void**>(&work), bytes, stream), op, "workspace for " + shape);
   }
   std::string name;
   cudaError_t err = cudaSuccess;
@@ -199,7 +200,7 @@ void quantized_matmul_tile(const MatrixView& x, const WeightView& w, const Matri
     err = gemv_nvfp4_sm90(a, tile, stream);
   }
   if (work) {
-    const cudaError_t e2 = cudaFreeAsync(work, stream);
+    const cudaError_t e2 = scratch_free(work, stream);
     if (err == cudaSuccess) err = e2;
   }
   check(err, op, "kernel launch for " + shape);
@@ -265,7 +266,7 @@ void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightVie
   std::uint16_t* work = nullptr;
   if (!direct) {
     const std::size_t bytes = static_cast<std::size_t>(pieces) * std::min<std::int64_t>(x.rows, chunk) * w.k * 2;
-    check(cudaMallocAsync(reinterpret_cast<void**>(&work), bytes, stream), op, "workspace for " + shape);
+    check(scratch_alloc(reinterpret_cast<void**>(&work), bytes, stream), op, "workspace for " + shape);
   }
   std::string name;
   cudaError_t err = cudaSuccess;
@@ -306,7 +307,7 @@ void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightVie
     err = gemv_nvfp4_sm90_repacked(a, tile, stream);
   }
   if (work) {
-    const cudaError_t e2 = cudaFreeAsync(work, stream);
+    const cudaError_t e2 = scratch_free(work, stream);
     if (err == cudaSuccess) err = e2;
   }
   check(err, op, "kernel launch for " + shape);
