@@ -61,8 +61,12 @@ struct CpuTuning {
   std::int64_t gemv_amx_n_tiles = 2;
   // AMX GEMV: k decoded per weight row before its tile products (multiple of 32; the A buffers,
   // n_tiles * k_block / 32 KiB <= 32 KiB, stay in L1). Measured with n_tiles 4: 256 was 4-12%
-  // faster than 128 at M=1..16 (e.g. M=8 4448 vs 4890 us) but not combined with n_tiles 2: kept.
-  std::int64_t gemv_amx_k_block = 128;
+  // faster than 128 at M=1..16 (e.g. M=8 4448 vs 4890 us); with n_tiles 2 and the table decode
+  // (Emerald Rapids, 2 cores, one process, 13:20 UTC, bench/results/device-2026-11-30-emr-cpu-
+  // amx-sweep.log, us median, 128 / 256 / 512): M=1 3088 / 2741 / 2995, M=4 2754 / 2381 / 2870,
+  // M=8 2539 / 2290 / 2907, M=16 4100 / 3962 / 4398. n_tiles 1 / 3 and prefetch 0 / 512 were
+  // no better than the defaults in the same run.
+  std::int64_t gemv_amx_k_block = 256;
   // AMX GEMV: software prefetch (prefetcht1) of each weight row this many bytes ahead, 0 = off.
   // A task streams 16 * n_tiles rows at once, more than the L2 streamer tracks. Measured with
   // n_tiles 4 (run above): 0 vs 256 within -1..+7% (M=1 4354 vs 4411 us, M=16 5970 vs 5555): kept.
