@@ -1,5 +1,5 @@
 // kernels/cpu/matmul_cpu.cpp -- the CPU backend's dispatcher: a short ordered chain.
-//   M's bit in gemv_amx_rows (default M = 4..16), AMX granted, AVX512-BF16+VBMI
+//   M's bit in gemv_amx_rows (default M = 2..16), AMX granted, AVX512-BF16+VBMI
 //                                            -> GEMV on AMX tiles, any dtype (fp16/fp32 split
 //                                               exactly into 2/3 bf16 pieces; data that cannot be
 //                                               split exactly runs the Highway GEMV)

@@ -50,9 +50,11 @@ struct CpuTuning {
   // M=1 3217 vs vdpbf16ps GEMV 1723, M=2 4261 vs 2643, M=4 4786 vs 4589, M=8 3695 vs 7346,
   // M=16 4443 vs 14283. With the table decode (second run, 13:06 UTC, docs/perf-cpu.md 6.2, us
   // median / p10): M=2 3262 / 2327 vs 2931 / 2689, M=4 4687 / 3106 vs 4872 / 4685, M=8 5363 /
-  // 3493 vs 9252 / 8290, M=16 4160 / 3402 vs 15921 / 14399. So M = 4..16 (0xFFF8); M = 2 is a
-  // tie within this host's noise (median favours vdpbf16ps, p10 AMX) and stays, with M = 3.
-  std::uint32_t gemv_amx_rows = 0xFFF8;
+  // 3493 vs 9252 / 8290, M=16 4160 / 3402 vs 15921 / 14399. With k_block 256 (below), paired
+  // `nvfp4 compare` M over M=1 (13:21-13:22 UTC, bench/results/cpu-2026-11-30-emr-m*-vs-m1-{kb256,amx}.json):
+  // M=2 1.172 on AMX vs 1.467 on vdpbf16ps, M=3 1.277, M=4 1.215, M=8 1.345. So M = 2..16
+  // (0xFFFE); M=1 stays on the vdpbf16ps GEMV (AMX M=1 2741 vs 1995 us, same sweep).
+  std::uint32_t gemv_amx_rows = 0xFFFE;
   // AMX GEMV: 16-row C tiles per pass (1..6; capped at 2 when the virtual activation rows need
   // 2 C tiles per 16 weight rows, 1 for 3, to fit the 8 tile registers). A task = 16 * this many
   // weight rows; each B tile load feeds this many TDPBF16PS. Measured (same run as above): 2 beats
