@@ -99,6 +99,22 @@ inline Out poisoned(DType t, std::int64_t m, std::int64_t n, std::int64_t stride
   return o;
 }
 
+// y[i, j] == want(i, j) for i < m, j < n (== treats -0 and +0 as equal; NaN matches NaN);
+// reports the first 5 mismatches with `label(i, j)` and returns how many it found (<= 5).
+template <class Want, class Label>
+int expect_exact(const Out& y, std::int64_t m, std::int64_t n, Want want, Label label) {
+  int bad = 0;
+  for (std::int64_t i = 0; i < m && bad < 5; ++i)
+    for (std::int64_t j = 0; j < n && bad < 5; ++j) {
+      const float w = want(i, j), got = y.get(i, j);
+      if (std::isnan(w) ? !std::isnan(got) : !(got == w)) {
+        ADD_FAILURE() << label(i, j) << " want " << w << " got " << got;
+        ++bad;
+      }
+    }
+  return bad;
+}
+
 // S = sum_k |x_k w_k| per output (double): the scale of the tolerance.
 inline std::vector<double> abs_sums(const Weight& w, const MatrixView& x) {
   const std::int64_t m = x.rows, n = w.n, k = w.k;

@@ -124,15 +124,9 @@ TEST_P(GemvAmx, OneHotRecoversDequantizeBitExact) {
         const MatrixView xv{xb.data(), t, 16, k, k};
         Out y = poisoned(t, 16, n, n);
         ASSERT_TRUE(run(xv, w, y.view));
-        int bad = 0;
-        for (std::int64_t i = 0; i < 16 && bad < 5; ++i)
-          for (std::int64_t j = 0; j < n && bad < 5; ++j) {
-            const float want = load_as_f32(deq.data(), t, j * k + k0 + i), got = y.get(i, j);
-            if (!(got == want)) {
-              ADD_FAILURE() << "k=" << k0 + i << " n=" << j << " want " << want << " got " << got;
-              ++bad;
-            }
-          }
+        expect_exact(
+            y, 16, n, [&](std::int64_t i, std::int64_t j) { return load_as_f32(deq.data(), t, j * k + k0 + i); },
+            [&](std::int64_t i, std::int64_t j) { return "k=" + std::to_string(k0 + i) + " n=" + std::to_string(j); });
       }
     }
   }
@@ -154,13 +148,9 @@ TEST_P(GemvAmx, ScaledOneHotSplitIsBitExact) {
       Out ref = poisoned(t, m, n, n), y = poisoned(t, m, n, n);
       quantized_matmul_ref(xv, w.view(), ref.view);
       ASSERT_TRUE(run(xv, w, y.view)) << "split refused";
-      int bad = 0;
-      for (std::int64_t i = 0; i < m && bad < 5; ++i)
-        for (std::int64_t j = 0; j < n && bad < 5; ++j)
-          if (!(y.get(i, j) == ref.get(i, j))) {
-            ADD_FAILURE() << "m=" << i << " n=" << j << " ref=" << ref.get(i, j) << " got=" << y.get(i, j);
-            ++bad;
-          }
+      expect_exact(
+          y, m, n, [&](std::int64_t i, std::int64_t j) { return ref.get(i, j); },
+          [&](std::int64_t i, std::int64_t j) { return "m=" + std::to_string(i) + " n=" + std::to_string(j); });
     }
   }
 }
@@ -298,17 +288,12 @@ TEST_P(GemvAmx, TableDecodeBitIdenticalToMultiplyConvert) {
       ASSERT_TRUE(run_tab(1, xv, w, y1));
       ASSERT_TRUE(run_tab(0, xv, w, y0));
       EXPECT_EQ(y1.bytes, y0.bytes) << "k0=" << k0;
-      int bad = 0;
-      for (std::int64_t i = 0; i < 16 && bad < 5; ++i)
-        for (std::int64_t j = 0; j < n && bad < 5; ++j) {
-          const float want = deq[static_cast<std::size_t>(j * k + k0 + i)], got = y1.get(i, j);
-          if (std::isnan(want) ? !std::isnan(got) : !(got == want)) {
-            ADD_FAILURE() << "k=" << k0 + i << " n=" << j << " scale byte 0x" << std::hex
-                          << int(w.scales[static_cast<std::size_t>(j * (k / 16) + (k0 + i) / 16)]) << std::dec
-                          << " want " << want << " got " << got;
-            ++bad;
-          }
-        }
+      expect_exact(
+          y1, 16, n, [&](std::int64_t i, std::int64_t j) { return deq[static_cast<std::size_t>(j * k + k0 + i)]; },
+          [&](std::int64_t i, std::int64_t j) {
+            return "k=" + std::to_string(k0 + i) + " n=" + std::to_string(j) + " scale byte " +
+                   std::to_string(int(w.scales[static_cast<std::size_t>(j * (k / 16) + (k0 + i) / 16)]));
+          });
     }
   }
   for (DType t : {DType::kBF16, DType::kF16, DType::kF32}) {

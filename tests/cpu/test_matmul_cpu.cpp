@@ -155,15 +155,9 @@ TEST(CpuMatmul, OneHotRecoversDequantizeBitExact) {
       Out y = poisoned(t, k, n, n);
       cpu::quantized_matmul_path(xv, w.view(), y.view, p);
       hwy::SetSupportedTargetsForTest(0);
-      int bad = 0;
-      for (std::int64_t i = 0; i < k && bad < 5; ++i)
-        for (std::int64_t j = 0; j < n && bad < 5; ++j) {
-          const float want = load_as_f32(deq.data(), t, j * k + i), got = y.get(i, j);
-          if (!(got == want)) {  // == also treats -0 == +0 (a sum of +0 and -0 terms)
-            ADD_FAILURE() << "m=" << i << " n=" << j << " want " << want << " got " << got;
-            ++bad;
-          }
-        }
+      expect_exact(  // == also treats -0 == +0 (a sum of +0 and -0 terms)
+          y, k, n, [&](std::int64_t i, std::int64_t j) { return load_as_f32(deq.data(), t, j * k + i); },
+          [&](std::int64_t i, std::int64_t j) { return "m=" + std::to_string(i) + " n=" + std::to_string(j); });
     }
   }
 }
@@ -367,14 +361,12 @@ TEST(CpuMatmulSplit, ScaledOneHotSplitIsBitExact) {
       Out ref = poisoned(t, m, n, n), y = poisoned(t, m, n, n);
       quantized_matmul_ref(xv, w.view(), ref.view);
       EXPECT_TRUE(cpu::gemv_nvfp4_avx512bf16(args_of(xv, w, y.view))) << "split refused";
-      int bad = 0;
-      for (std::int64_t i = 0; i < m && bad < 5; ++i)
-        for (std::int64_t j = 0; j < n && bad < 5; ++j)
-          if (!(y.get(i, j) == ref.get(i, j))) {
-            ADD_FAILURE() << "m=" << i << " n=" << j << " x=" << load_as_f32(xb.data(), t, i * k + (i * 37 + 5) % k)
-                          << " ref=" << ref.get(i, j) << " got=" << y.get(i, j);
-            ++bad;
-          }
+      expect_exact(
+          y, m, n, [&](std::int64_t i, std::int64_t j) { return ref.get(i, j); },
+          [&](std::int64_t i, std::int64_t j) {
+            return "m=" + std::to_string(i) + " n=" + std::to_string(j) +
+                   " x=" + std::to_string(load_as_f32(xb.data(), t, i * k + (i * 37 + 5) % k));
+          });
     }
   }
 }
