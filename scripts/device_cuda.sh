@@ -87,11 +87,14 @@ if command -v cuobjdump >/dev/null; then
   awk '/Function :.*gemv_nvfp4_wa_kernelILb0ELi2ELi1E/ {on=1; next} /Function :/ {on=0}
        on && /^ +\/\*[0-9a-f]+\*\// {for (i = 2; i <= NF; i++) if ($i !~ /^@/) {print $i; break}}' /tmp/sass.txt | sed 's/\..*//' | sort | uniq -c | sort -rn > "$OUT/sass_wa_mix.txt"
   head -25 "$OUT/sass_wa_mix.txt"
-  # Same for the repacked kernel (32 rows/warp, M <= 8): docs/perf-cuda.md 7.
-  awk '/Function :.*gemv_nvfp4_rp_kernelILi2ELi1E/ {on=1; next} /Function :/ {on=0}
-       on && /^ +\/\*[0-9a-f]+\*\// {for (i = 2; i <= NF; i++) if ($i !~ /^@/) {print $i; break}}' /tmp/sass.txt | sed 's/\..*//' | sort | uniq -c | sort -rn > "$OUT/sass_rp_mix.txt"
-  echo "repacked kernel (r32, m8):"; head -25 "$OUT/sass_rp_mix.txt"
-  awk '/Function :.*gemv_nvfp4_rp_kernelILi2ELi1E/ {on=1} /Function :/ && !/rp_kernelILi2ELi1E/ {on=0} on' /tmp/sass.txt > "$OUT/sass_rp_r32_m8.txt"
+  # Same for the repacked kernel (16 rows/warp, M <= 8, no PDL): docs/perf-cuda.md 7.
+  for v in "rp:ILi1ELi1ELb0E"; do
+    name=${v%%:*}; sig=${v#*:}
+    awk -v s="gemv_nvfp4_rp_kernel$sig" '/Function :/ {on = index($0, s) > 0; next}
+         on && /^ +\/\*[0-9a-f]+\*\// {for (i = 2; i <= NF; i++) if ($i !~ /^@/) {print $i; break}}' /tmp/sass.txt |
+      sed 's/\..*//' | sort | uniq -c | sort -rn > "$OUT/sass_${name}_mix.txt"
+    echo "repacked kernel $name (r16, m8):"; head -25 "$OUT/sass_${name}_mix.txt"
+  done
 fi
 
 if want test; then

@@ -126,6 +126,29 @@ __device__ __forceinline__ void scale_pairs(std::uint32_t s2, std::uint32_t* lo,
   }
 }
 
+// Second half of every kernel's epilogue, after the barrier: partials red[warp][virtual row][c]
+// (C outputs per warp; warp = column group * k_split + slice). Output (m, n) of this block is the
+// fixed-order sum over the K split and over the `pieces` exact bf16 pieces of fp32/fp16
+// activations, times 2^7 (the decode's exponent offset, docs/perf-cuda.md 2) and the tensor
+// scale, rounded once to the output dtype. Fixed order: results do not depend on timing.
+template <int C>
+__device__ __forceinline__ void sum_partials_and_store(const float* red, const GemvArgs& p, int k_split, int groups) {
+  const int vr_total = p.pieces * p.m_rows;
+  const int per_blk = groups * C;
+  const DType yt = static_cast<DType>(p.y_dtype);
+  for (int o = threadIdx.x; o < p.m_rows * per_blk; o += blockDim.x) {
+    const int m = o / per_blk, c = o % per_blk;
+    const int gr = c / C, cc = c % C;
+    const std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * per_blk + c;
+    if (n >= p.n) continue;
+    float sum = 0.0f;
+    for (int pc = 0; pc < p.pieces; ++pc)
+      for (int s = 0; s < k_split; ++s)
+        sum += red[(static_cast<std::size_t>(gr * k_split + s) * vr_total + pc * p.m_rows + m) * C + cc];
+    store_from_f32(p.y, yt, m * p.y_stride + n, (sum * 128.0f) * p.tensor_scale);
+  }
+}
+
 template <bool F16, int NT, int MT, int VEC>
 __global__ void __launch_bounds__(512) gemv_nvfp4_kernel(GemvArgs p, int k_split) {
   constexpr int kWords = VEC / 4;     // u32 words of packed weights per lane per k-step
@@ -264,19 +287,7 @@ __global__ void __launch_bounds__(512) gemv_nvfp4_kernel(GemvArgs p, int k_split
         }
       }
   __syncthreads();
-  const int cols_blk = groups * kCols;
-  const DType yt = static_cast<DType>(p.y_dtype);
-  for (int o = threadIdx.x; o < p.m_rows * cols_blk; o += blockDim.x) {
-    const int m = o / cols_blk, c = o % cols_blk;
-    const int gr = c / kCols, cc = c % kCols;
-    const std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * cols_blk + c;
-    if (n >= p.n) continue;
-    float sum = 0.0f;
-    for (int pc = 0; pc < p.pieces; ++pc)
-      for (int s = 0; s < k_split; ++s)
-        sum += red[(static_cast<std::size_t>(gr * k_split + s) * vr_total + pc * p.m_rows + m) * kCols + cc];
-    store_from_f32(p.y, yt, m * p.y_stride + n, (sum * 128.0f) * p.tensor_scale);
-  }
+  sum_partials_and_store<kCols>(red, p, k_split, groups);
 }
 
 template <bool F16, int NT, int MT, int VEC>
@@ -360,9 +371,7 @@ __device__ __forceinline__ void decode8_bf16_mul(std::uint32_t q, std::uint32_t 
 
 // Epilogue of the weights-as-A kernels (wa, rp): the mma accumulators (A rows = outputs, B
 // columns = virtual activation rows) go to shared memory [warp][virtual row][row]; after a barrier
-// each output is the fixed-order sum over the K split and over the `pieces` exact bf16 pieces of
-// fp32 activations, times 2^7 (the decode's exponent offset, docs/perf-cuda.md 2) and the tensor
-// scale, rounded once to the output dtype. Fixed order: results do not depend on the tile.
+// sum_partials_and_store.
 template <int RT, int NB>
 __device__ __forceinline__ void reduce_and_store(const float (&acc)[RT][NB][4], float* red, const GemvArgs& p, int warp,
                                                  int k_split, int groups, int g, int t) {
@@ -380,19 +389,7 @@ __device__ __forceinline__ void reduce_and_store(const float (&acc)[RT][NB][4], 
         if (vr < vr_total) mine[vr * kRows + row] = acc[rt][b][c];
       }
   __syncthreads();
-  const int rows_blk = groups * kRows;
-  const DType yt = static_cast<DType>(p.y_dtype);
-  for (int o = threadIdx.x; o < p.m_rows * rows_blk; o += blockDim.x) {
-    const int m = o / rows_blk, c = o % rows_blk;
-    const int gr = c / kRows, cc = c % kRows;
-    const std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * rows_blk + c;
-    if (n >= p.n) continue;
-    float sum = 0.0f;
-    for (int pc = 0; pc < p.pieces; ++pc)
-      for (int s = 0; s < k_split; ++s)
-        sum += red[(static_cast<std::size_t>(gr * k_split + s) * vr_total + pc * p.m_rows + m) * kRows + cc];
-    store_from_f32(p.y, yt, m * p.y_stride + n, (sum * 128.0f) * p.tensor_scale);
-  }
+  sum_partials_and_store<kRows>(red, p, k_split, groups);
 }
 
 template <bool F16, int RT, int NB>

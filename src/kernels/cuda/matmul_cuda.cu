@@ -106,6 +106,66 @@ void require_device_pointer(const void* p, const char* op, const char* name, con
     fail(op, std::string(name) + " must be device memory (got a host pointer; use the host API) (" + shape + ")");
 }
 
+void require_device_pointers(const char* op, const std::string& shape, const void* packed, const void* scales,
+                             const void* x, const void* y) {
+  require_device_pointer(packed, op, "packed", shape);
+  require_device_pointer(scales, op, "scales", shape);
+  require_device_pointer(x, op, "activation", shape);
+  require_device_pointer(y, op, "output", shape);
+}
+
+void require_valid_tile(const char* op, const GemvTile* t) {
+  if (t && !gemv_tile_valid(*t))
+    fail(op, "invalid tile cols_per_warp=" + std::to_string(t->cols_per_warp) + " warps_per_block=" +
+                 std::to_string(t->warps_per_block) + " k_split=" + std::to_string(t->k_split));
+}
+
+// One kernel launch per chunk of `chunk` real rows of x. `a` comes with the weight fields set;
+// each launch gets its output rows and its activation rows as the kernel reads them: x itself
+// when `direct`, else prep_activations' `pieces` 16-bit rows per real row in a stream-ordered
+// workspace (sized for the largest chunk, freed after the last launch). launch(a) returns the
+// kernel's error; the first error ends the loop and is thrown with the shape.
+template <class Launch>
+void run_row_chunks(const char* op, const std::string& shape, const MatrixView& x, const MatrixView& y, int pieces,
+                    bool direct, int chunk, cudaStream_t stream, GemvArgs a, Launch launch) {
+  const std::int64_t k = a.k;
+  std::uint16_t* work = nullptr;
+  if (!direct) {
+    const std::size_t bytes = static_cast<std::size_t>(pieces) * std::min<std::int64_t>(x.rows, chunk) * k * 2;
+    check(scratch_alloc(reinterpret_cast<void**>(&work), bytes, stream), op, "workspace for " + shape);
+  }
+  a.pieces = pieces;
+  a.a_f16 = x.dtype == DType::kF16 && pieces == 1;  // fp16 rows as they are: the fp16 mma (canonical kernels)
+  a.y_dtype = static_cast<int>(y.dtype);
+  a.y_stride = y.stride;
+  cudaError_t err = cudaSuccess;
+  for (std::int64_t m0 = 0; m0 < x.rows && err == cudaSuccess; m0 += chunk) {
+    a.m_rows = static_cast<int>(std::min<std::int64_t>(chunk, x.rows - m0));
+    a.y = static_cast<char*>(y.data) + m0 * y.stride * dtype_size(y.dtype);
+    const void* xrows = static_cast<const char*>(x.data) + m0 * x.stride * dtype_size(x.dtype);
+    if (direct) {
+      a.a = xrows;
+      a.a_stride = x.stride;
+    } else {
+      const std::int64_t total = static_cast<std::int64_t>(pieces) * a.m_rows * k;
+      const int threads = 256;
+      const int blocks = static_cast<int>(std::min<std::int64_t>((total + threads - 1) / threads, 4096));
+      prep_activations<<<blocks, threads, 0, stream>>>(xrows, static_cast<int>(x.dtype), x.stride, x.cols, a.m_rows,
+                                                       pieces, k, work);
+      err = cudaGetLastError();
+      if (err != cudaSuccess) break;
+      a.a = work;
+      a.a_stride = k;  // K % 16 == 0: rows stay 32-byte aligned
+    }
+    err = launch(a);
+  }
+  if (work) {
+    const cudaError_t e2 = scratch_free(work, stream);
+    if (err == cudaSuccess) err = e2;
+  }
+  check(err, op, "kernel launch for " + shape);
+}
+
 }  // namespace
 
 bool compiled() { return true; }
@@ -134,13 +194,8 @@ void quantized_matmul_tile(const MatrixView& x, const WeightView& w, const Matri
     fail(op, "packed weight pointer must be 8-byte aligned (" + shape + ")");
   if (w.n > (std::int64_t{1} << 31) || w.k > (std::int64_t{1} << 30))
     fail(op, "shape too large for the GEMV's launch grid (" + shape + ")");
-  require_device_pointer(w.packed, op, "packed", shape);
-  require_device_pointer(w.scales, op, "scales", shape);
-  require_device_pointer(x.data, op, "activation", shape);
-  require_device_pointer(y.data, op, "output", shape);
-  if (tile_in && !gemv_tile_valid(*tile_in))
-    fail(op, "invalid tile cols_per_warp=" + std::to_string(tile_in->cols_per_warp) + " warps_per_block=" +
-                 std::to_string(tile_in->warps_per_block) + " k_split=" + std::to_string(tile_in->k_split));
+  require_device_pointers(op, shape, w.packed, w.scales, x.data, y.data);
+  require_valid_tile(op, tile_in);
   cudaStream_t stream = static_cast<cudaStream_t>(stream_v);
   if (!tile_in && x.rows > kMaxRows) {
     gemm_nvfp4_dequant_cublas(x, w, y, stream_v);
@@ -148,62 +203,21 @@ void quantized_matmul_tile(const MatrixView& x, const WeightView& w, const Matri
     return;
   }
   const GemvTile tile = tile_in ? *tile_in : gemv_lookup_tile(device_cc(), w.n, w.k);
-
-  const int es = dtype_size(x.dtype);
-  const bool sixteen_bit = x.dtype != DType::kF32;
-  const bool direct = sixteen_bit && x.cols == w.k &&
-                      reinterpret_cast<std::uintptr_t>(x.data) % 16 == 0 &&
-                      (x.rows == 1 || (x.stride * es) % 16 == 0);
-  const int pieces = x.dtype == DType::kF32 ? 3 : 1;
-  const int chunk = kMaxRows;  // real rows per launch (fp32: 48 virtual rows)
-
-  std::uint16_t* work = nullptr;
-  if (!direct) {
-    const std::int64_t rows = std::min<std::int64_t>(x.rows, chunk);
-    const std::size_t bytes = static_cast<std::size_t>(pieces) * rows * w.k * 2;
-    check(scratch_alloc(reinterpret_cast<void**>(&work), bytes, stream), op, "workspace for " + shape);
-  }
+  // 16-bit rows the kernel can read in place go direct; fp32 becomes 3 exact bf16 pieces (48
+  // virtual rows for 16 real rows: one launch per 16 rows either way).
+  const bool direct = x.dtype != DType::kF32 && x.cols == w.k && reinterpret_cast<std::uintptr_t>(x.data) % 16 == 0 &&
+                      (x.rows == 1 || (x.stride * dtype_size(x.dtype)) % 16 == 0);
+  GemvArgs a;
+  a.packed = w.packed;
+  a.scales = w.scales;
+  a.tensor_scale = w.tensor_scale;
+  a.n = w.n;
+  a.k = w.k;
   std::string name;
-  cudaError_t err = cudaSuccess;
-  for (std::int64_t m0 = 0; m0 < x.rows && err == cudaSuccess; m0 += chunk) {
-    const int mr = static_cast<int>(std::min<std::int64_t>(chunk, x.rows - m0));
-    GemvArgs a;
-    a.packed = w.packed;
-    a.scales = w.scales;
-    a.tensor_scale = w.tensor_scale;
-    a.n = w.n;
-    a.k = w.k;
-    a.m_rows = mr;
-    a.y = static_cast<char*>(y.data) + m0 * y.stride * es;
-    a.y_dtype = static_cast<int>(y.dtype);
-    a.y_stride = y.stride;
-    const void* xrows = static_cast<const char*>(x.data) + m0 * x.stride * es;
-    if (direct) {
-      a.a = xrows;
-      a.a_stride = x.stride;
-      a.a_f16 = x.dtype == DType::kF16;
-      a.pieces = 1;
-    } else {
-      const std::int64_t total = static_cast<std::int64_t>(pieces) * mr * w.k;
-      const int threads = 256;
-      const int blocks = static_cast<int>(std::min<std::int64_t>((total + threads - 1) / threads, 4096));
-      prep_activations<<<blocks, threads, 0, stream>>>(xrows, static_cast<int>(x.dtype), x.stride, x.cols, mr,
-                                                       pieces, w.k, work);
-      err = cudaGetLastError();
-      if (err != cudaSuccess) break;
-      a.a = work;
-      a.a_stride = w.k;  // K % 16 == 0: rows stay 32-byte aligned
-      a.a_f16 = x.dtype == DType::kF16;
-      a.pieces = pieces;
-    }
-    if (name.empty()) name = gemv_nvfp4_sm90_name(a, tile);
-    err = gemv_nvfp4_sm90(a, tile, stream);
-  }
-  if (work) {
-    const cudaError_t e2 = scratch_free(work, stream);
-    if (err == cudaSuccess) err = e2;
-  }
-  check(err, op, "kernel launch for " + shape);
+  run_row_chunks(op, shape, x, y, x.dtype == DType::kF32 ? 3 : 1, direct, kMaxRows, stream, a, [&](const GemvArgs& la) {
+    if (name.empty()) name = gemv_nvfp4_sm90_name(la, tile);
+    return gemv_nvfp4_sm90(la, tile, stream);
+  });
   if (kernel_name) *kernel_name = name;
 }
 
@@ -247,13 +261,8 @@ void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightVie
   if (reinterpret_cast<std::uintptr_t>(w.packed) % 16 != 0 || reinterpret_cast<std::uintptr_t>(w.scales) % 4 != 0)
     fail(op, "repacked packed/scales must be 16/4-byte aligned (" + shape + ")");
   if (w.n > (std::int64_t{1} << 30) || w.k > (std::int64_t{1} << 26)) fail(op, "shape too large (" + shape + ")");
-  require_device_pointer(w.packed, op, "packed", shape);
-  require_device_pointer(w.scales, op, "scales", shape);
-  require_device_pointer(x.data, op, "activation", shape);
-  require_device_pointer(y.data, op, "output", shape);
-  if (tile_in && !gemv_tile_valid(*tile_in))
-    fail(op, "invalid tile cols_per_warp=" + std::to_string(tile_in->cols_per_warp) + " warps_per_block=" +
-                 std::to_string(tile_in->warps_per_block) + " k_split=" + std::to_string(tile_in->k_split));
+  require_device_pointers(op, shape, w.packed, w.scales, x.data, y.data);
+  require_valid_tile(op, tile_in);
   cudaStream_t stream = static_cast<cudaStream_t>(stream_v);
   // The kernel reads bf16 rows only. bf16 rows it can read in place go direct; everything else
   // (fp16 -> 2 exact bf16 pieces, fp32 -> 3, padded or unaligned bf16 -> 1) is prepared into a
@@ -261,56 +270,23 @@ void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightVie
   const int pieces = x.dtype == DType::kF32 ? 3 : (x.dtype == DType::kF16 ? 2 : 1);
   const bool direct = pieces == 1 && x.cols == w.k && reinterpret_cast<std::uintptr_t>(x.data) % 16 == 0 &&
                       (x.rows == 1 || (x.stride * 2) % 16 == 0);
-  const int chunk = kMaxRows / pieces;  // real rows per launch: 16, 8, 5
-  const int es = dtype_size(x.dtype);
-  std::uint16_t* work = nullptr;
-  if (!direct) {
-    const std::size_t bytes = static_cast<std::size_t>(pieces) * std::min<std::int64_t>(x.rows, chunk) * w.k * 2;
-    check(scratch_alloc(reinterpret_cast<void**>(&work), bytes, stream), op, "workspace for " + shape);
-  }
-  std::string name;
-  cudaError_t err = cudaSuccess;
+  GemvArgs a;
+  a.packed = w.packed;
+  a.scales = w.scales;
+  a.tensor_scale = w.tensor_scale;
+  a.n = w.n;
+  a.k = w.k;
+  a.pdl = options.overlap_previous_kernel;
   const int cc = tile_in ? 0 : device_cc();
-  for (std::int64_t m0 = 0; m0 < x.rows && err == cudaSuccess; m0 += chunk) {
-    GemvArgs a;
-    a.packed = w.packed;
-    a.scales = w.scales;
-    a.tensor_scale = w.tensor_scale;
-    a.n = w.n;
-    a.k = w.k;
-    a.m_rows = static_cast<int>(std::min<std::int64_t>(chunk, x.rows - m0));
-    a.pieces = pieces;
-    a.y = static_cast<char*>(y.data) + m0 * y.stride * es;
-    a.y_dtype = static_cast<int>(y.dtype);
-    a.y_stride = y.stride;
-    a.pdl = options.overlap_previous_kernel;
-    const void* xrows = static_cast<const char*>(x.data) + m0 * x.stride * es;
-    if (direct) {
-      a.a = xrows;
-      a.a_stride = x.stride;
-    } else {
-      const std::int64_t total = static_cast<std::int64_t>(pieces) * a.m_rows * w.k;
-      const int threads = 256;
-      const int blocks = static_cast<int>(std::min<std::int64_t>((total + threads - 1) / threads, 4096));
-      prep_activations<<<blocks, threads, 0, stream>>>(xrows, static_cast<int>(x.dtype), x.stride, x.cols, a.m_rows,
-                                                       pieces, w.k, work);
-      err = cudaGetLastError();
-      if (err != cudaSuccess) break;
-      a.a = work;
-      a.a_stride = w.k;  // K % 128 == 0: rows stay 16-byte aligned
-    }
+  std::string name;
+  run_row_chunks(op, shape, x, y, pieces, direct, kMaxRows / pieces, stream, a, [&](const GemvArgs& la) {
     // The table has separate repacked tiles for <= 8 and 9..16 virtual rows per launch (two
     // kernel instantiations): looked up per launch.
     const GemvTile tile =
-        tile_in ? *tile_in : gemv_lookup_tile(cc, w.n, w.k, GemvLayout::kRepacked, std::int64_t{a.pieces} * a.m_rows);
-    if (name.empty()) name = gemv_nvfp4_sm90_repacked_name(a, tile);
-    err = gemv_nvfp4_sm90_repacked(a, tile, stream);
-  }
-  if (work) {
-    const cudaError_t e2 = scratch_free(work, stream);
-    if (err == cudaSuccess) err = e2;
-  }
-  check(err, op, "kernel launch for " + shape);
+        tile_in ? *tile_in : gemv_lookup_tile(cc, w.n, w.k, GemvLayout::kRepacked, std::int64_t{la.pieces} * la.m_rows);
+    if (name.empty()) name = gemv_nvfp4_sm90_repacked_name(la, tile);
+    return gemv_nvfp4_sm90_repacked(la, tile, stream);
+  });
   if (kernel_name) *kernel_name = name;
 }
 
