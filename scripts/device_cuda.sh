@@ -162,9 +162,10 @@ if named profile && command -v ncu >/dev/null; then
   for s in ${NVFP4_PROFILE_SHAPES:-1x16384x16384}; do
     say "ncu: repacked GEMV, $s bf16"
     timeout 200 ncu --clock-control none -k regex:rp_kernel --launch-skip 3 -c 1 --section SpeedOfLight \
-      --section LaunchStats --section Occupancy --section WorkloadDistribution \
+      --section LaunchStats --section Occupancy --section WorkloadDistribution --section MemoryWorkloadAnalysis \
+      --section SchedulerStats --section WarpStateStats \
       --metrics sm__cycles_active.max,sm__cycles_active.avg,sm__cycles_active.min,gpu__time_duration.sum,dram__bytes_read.sum \
-      "$BB" --shapes "$s" 2>&1 | grep -v "^==PROF==" | grep -v "^ *$" | tail -70
+      "$BB" --shapes "$s" 2>&1 | grep -v "^==PROF==" | grep -v "^ *$" | tail -140
   done
 fi
 if named cpu; then

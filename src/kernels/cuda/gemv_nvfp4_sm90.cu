@@ -54,6 +54,18 @@ __device__ __forceinline__ uint4 ld_stream16(const std::uint8_t* p) {
   return v;
 }
 
+// The repacked kernel's weight load: no L2 prefetch hint. A warp's load there already covers
+// 512 contiguous bytes (whole 256-byte runs) and its next chunk pair is loaded one iteration
+// ahead anyway; measured on H200 (bench/results/cuda-2026-11-30-h200-l2hint-*.json, same run,
+// two passes each, graph us): without the hint 1.0-1.8% faster at every M = 1 shape (16384^2
+// 40.17 / 40.27 vs 41.03 / 40.68) and at M = 16. The first kernel keeps .L2::256B: without it
+// that kernel was 11% slower (M = 16, 16384^2: 100.7 vs 90.2-90.7 us).
+__device__ __forceinline__ uint4 ld_stream16_nohint(const std::uint8_t* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+
 __device__ __forceinline__ uint2 ld_stream8(const std::uint8_t* p) {
   uint2 v;
   asm("ld.global.nc.L1::no_allocate.L2::256B.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
@@ -612,8 +624,8 @@ __device__ __forceinline__ void rp_accumulate(const std::uint8_t* const (&wt)[RT
     const std::uint32_t wo = static_cast<std::uint32_t>(cp) * 1024u, so = static_cast<std::uint32_t>(cp) * 128u;
 #pragma unroll
     for (int r = 0; r < RT; ++r) {
-      w[r][0] = ld_stream16(wt[r] + wo);
-      w[r][1] = ld_stream16(wt[r] + wo + 512);
+      w[r][0] = ld_stream16_nohint(wt[r] + wo);
+      w[r][1] = ld_stream16_nohint(wt[r] + wo + 512);
       s[r] = ld_stream4(st[r] + so);
     }
   };
