@@ -49,7 +49,9 @@ struct RepackedMatmulOptions {
   // the launch gap and ramp-up between back-to-back decode kernels (docs/perf-cuda.md 9).
   // Valid only when the previous kernel on the stream does not write these weights (in
   // inference they are constant; a repack_for_gemv_sm90 immediately before on the same stream
-  // is the case to avoid), hence off by default.
+  // is the case to avoid), hence off by default. Applied per shape where the tuning table says
+  // it measured no slower (its "overlap" flag: a many-block grid such as 28672 x 4096 was 11%
+  // slower with it, docs/perf-cuda.md 13); elsewhere the call launches plainly.
   bool overlap_previous_kernel = false;
 };
 

@@ -64,6 +64,18 @@ TEST(CudaTuning, JsonRoundTripAndOverride) {
   EXPECT_EQ(back[0].tile.cols_per_warp, 16);
   EXPECT_EQ(back[0].tile.warps_per_block, 8);
   EXPECT_EQ(back[0].tile.k_split, 2);
+  EXPECT_TRUE(back[0].tile.overlap_ok);  // default: the overlapped launch is allowed
+  // The per-shape verdict on the overlapped (PDL) launch survives the round trip; an entry
+  // without the key allows it.
+  std::vector<cuda::GemvTableEntry> ov = {{90, "exact/28672x4096", {16, 4, 2}, 20.5}};
+  ov[0].layout = cuda::GemvLayout::kRepacked;
+  ov[0].tile.overlap_ok = false;
+  const auto oback = cuda::gemv_table_from_json(cuda::gemv_table_to_json(ov, "test"), "roundtrip");
+  ASSERT_EQ(oback.size(), 1u);
+  EXPECT_FALSE(oback[0].tile.overlap_ok);
+  EXPECT_THROW(cuda::gemv_table_from_json(
+                   R"({"entries":[{"cc":90,"class":"n_small/k_mid","cols_per_warp":32,"warps_per_block":4,"k_split":1,"overlap":"yes"}]})", "x"),
+               Error);
   cuda::gemv_set_user_table(back);
   const auto got = cuda::gemv_lookup_tile(90, 4096, 14336);
   EXPECT_EQ(got.warps_per_block, 8);

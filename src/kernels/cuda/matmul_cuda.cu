@@ -285,7 +285,9 @@ void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightVie
     const GemvTile tile =
         tile_in ? *tile_in : gemv_lookup_tile(cc, w.n, w.k, GemvLayout::kRepacked, std::int64_t{la.pieces} * la.m_rows);
     if (name.empty()) name = gemv_nvfp4_sm90_repacked_name(la, tile);
-    return gemv_nvfp4_sm90_repacked(la, tile, stream);
+    GemvArgs l2 = la;
+    l2.pdl = la.pdl && tile.overlap_ok;  // the table's per-shape verdict on the overlapped launch
+    return gemv_nvfp4_sm90_repacked(l2, tile, stream);
   });
   if (kernel_name) *kernel_name = name;
 }

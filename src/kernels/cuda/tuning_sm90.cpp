@@ -25,8 +25,18 @@ const char* kBuckets[] = {"n_small/k_small", "n_small/k_mid", "n_small/k_large",
 const std::int64_t kExact[][2] = {{1024, 4096},  {4096, 4096},  {6144, 4096},  {14336, 4096},
                                   {28672, 4096}, {4096, 14336}, {128256, 4096}};
 
+// A repacked tile with which the opt-in overlapped (PDL) launch measured more than 2% slower
+// than the plain one: the request is not honoured for that class (tuning_sm90.h, overlap_ok).
+constexpr GemvTile no_overlap(GemvTile t) {
+  t.overlap_ok = false;
+  return t;
+}
+
 // Built-in table for Hopper (cc 90), written by `nvfp4 tune` on an H200 (docs/perf-cuda.md
-// has the run). Changes speed only.
+// has the run). Changes speed only. The overlap verdicts (no_overlap) are from `nvfp4 tune
+// --layout repacked` on an H200, 2026-11-30 14:21 UTC (bench/results/cuda-2026-11-30-h200-
+// tuning-overlap.json): overlapped / plain us, 28672x4096 22.71 / 20.47, 6144x4096 7.05 / 6.84,
+// 14336x4096 12.55 / 11.86; M=16: 4096x512 3.68 / 3.13, 65536x12288 180.55 / 147.83.
 const GemvTableEntry kBuiltin[] = {
     // `nvfp4 tune` on an H200, 2026-11-30 (M=1 bf16, rotated weights, CUDA graph medians, us).
     {90, "n_small/k_small", {16, 4, 4}, 3.29},   // 4096 x 512
@@ -45,19 +55,19 @@ const GemvTableEntry kBuiltin[] = {
     {90, "n_small/k_mid", {16, 16, 16}, 5.34, GemvLayout::kRepacked, 8},     // 4096 x 4096
     {90, "n_small/k_large", {16, 16, 16}, 11.63, GemvLayout::kRepacked, 8},  // 4096 x 14336
     {90, "n_mid/k_small", {16, 8, 4}, 5.26, GemvLayout::kRepacked, 8},       // 16384 x 1024
-    {90, "n_mid/k_mid", {16, 4, 2}, 20.49, GemvLayout::kRepacked, 8},        // 28672 x 4096
+    {90, "n_mid/k_mid", no_overlap({16, 4, 2}), 20.49, GemvLayout::kRepacked, 8},        // 28672 x 4096
     {90, "n_mid/k_large", {16, 16, 4}, 40.67, GemvLayout::kRepacked, 8},     // 16384 x 16384
     {90, "n_large/k_small", {16, 4, 1}, 23.78, GemvLayout::kRepacked, 8},    // 131072 x 1024
     {90, "n_large/k_mid", {16, 4, 2}, 59.07, GemvLayout::kRepacked, 8},      // 151936 x 2560
     {90, "n_large/k_large", {16, 4, 4}, 116.72, GemvLayout::kRepacked, 8},   // 65536 x 12288
     {90, "exact/1024x4096", {16, 16, 16}, 4.10, GemvLayout::kRepacked, 8},   // Llama-3-8B k/v
-    {90, "exact/6144x4096", {16, 8, 8}, 6.92, GemvLayout::kRepacked, 8},     // fused qkv
-    {90, "exact/14336x4096", {16, 4, 4}, 11.89, GemvLayout::kRepacked, 8},   // gate / up
+    {90, "exact/6144x4096", no_overlap({16, 8, 8}), 6.92, GemvLayout::kRepacked, 8},     // fused qkv
+    {90, "exact/14336x4096", no_overlap({16, 4, 4}), 11.89, GemvLayout::kRepacked, 8},   // gate / up
     {90, "exact/128256x4096", {16, 4, 2}, 77.75, GemvLayout::kRepacked, 8},  // lm_head
     // M = 9..16 per launch (the NB = 2 kernel): `nvfp4 tune --layout repacked` on an H200,
     // 2026-11-30 (M=16 bf16, rotated weights, graph medians, us; bench/results/
     // cuda-2026-11-30-h200-tuning-rp-m16.json). The M <= 8 winners are 20-40% slower here.
-    {90, "n_small/k_small", {16, 4, 4}, 3.25, GemvLayout::kRepacked, 16},         // 4096 x 512
+    {90, "n_small/k_small", no_overlap({16, 4, 4}), 3.25, GemvLayout::kRepacked, 16},         // 4096 x 512
     {90, "n_small/k_mid", {16, 8, 8}, 6.91, GemvLayout::kRepacked, 16},           // 4096 x 4096
     {90, "n_small/k_large", {32, 16, 16}, 14.87, GemvLayout::kRepacked, 16},      // 4096 x 14336
     {90, "n_mid/k_small", {32, 4, 4}, 7.85, GemvLayout::kRepacked, 16},           // 16384 x 1024
@@ -65,7 +75,7 @@ const GemvTableEntry kBuiltin[] = {
     {90, "n_mid/k_large", {32, 8, 4}, 49.16, GemvLayout::kRepacked, 16},          // 16384 x 16384
     {90, "n_large/k_small", {32, 2, 1}, 37.62, GemvLayout::kRepacked, 16},        // 131072 x 1024
     {90, "n_large/k_mid", {32, 4, 2}, 82.17, GemvLayout::kRepacked, 16},          // 151936 x 2560
-    {90, "n_large/k_large", {32, 1, 1}, 152.74, GemvLayout::kRepacked, 16},       // 65536 x 12288
+    {90, "n_large/k_large", no_overlap({32, 1, 1}), 152.74, GemvLayout::kRepacked, 16},       // 65536 x 12288
     {90, "exact/1024x4096", {16, 16, 16}, 4.59, GemvLayout::kRepacked, 16},       // 1024 x 4096
     {90, "exact/6144x4096", {16, 8, 8}, 8.08, GemvLayout::kRepacked, 16},         // 6144 x 4096
     {90, "exact/14336x4096", {32, 4, 4}, 15.91, GemvLayout::kRepacked, 16},       // 14336 x 4096
@@ -195,6 +205,7 @@ std::string gemv_table_to_json(const std::vector<GemvTableEntry>& entries, const
                             {"cols_per_warp", e.tile.cols_per_warp},
                             {"warps_per_block", e.tile.warps_per_block},
                             {"k_split", e.tile.k_split},
+                            {"overlap", e.tile.overlap_ok},
                             {"us", e.us}});
   return j.dump(2) + "\n";
 }
@@ -219,6 +230,7 @@ std::vector<GemvTableEntry> gemv_table_from_json(const std::string& text, const 
       t.tile.cols_per_warp = e.at("cols_per_warp").get<int>();
       t.tile.warps_per_block = e.at("warps_per_block").get<int>();
       t.tile.k_split = e.at("k_split").get<int>();
+      if (e.contains("overlap")) t.tile.overlap_ok = e["overlap"].get<bool>();
       if (e.contains("us")) t.us = e["us"].get<double>();
       if (e.contains("m_max")) {
         t.m_max = e["m_max"].get<int>();

@@ -32,6 +32,10 @@ struct GemvTile {
   // Forces the first (B = weights) kernel even where the weights-as-A kernel applies: for
   // side-by-side benchmarks and tests only; never in the table.
   bool legacy = false;
+  // Repacked kernel: a caller's programmatic-dependent-launch request
+  // (RepackedMatmulOptions::overlap_previous_kernel) is honoured with this tile; false where the
+  // tuner measured the overlapped launch slower than the plain one. Speed only.
+  bool overlap_ok = true;
 };
 
 enum class GemvLayout { kCanonical, kRepacked };
@@ -58,8 +62,8 @@ GemvTile gemv_lookup_tile(int cc, std::int64_t n, std::int64_t k, GemvLayout lay
                           std::int64_t m = 1);
 
 // Table I/O. JSON: {"version":1,"entries":[{"cc":90,"layout":"repacked","class":"n_small/k_large",
-//   "m_max":8,"cols_per_warp":32,"warps_per_block":16,"k_split":16}, ...]} ("layout" absent:
-//   canonical; "m_max" absent or 0: any M).
+//   "m_max":8,"cols_per_warp":32,"warps_per_block":16,"k_split":16,"overlap":true}, ...]}
+//   ("layout" absent: canonical; "m_max" absent or 0: any M; "overlap" absent: true).
 struct GemvTableEntry {
   int cc = 90;
   std::string cls;
