@@ -48,7 +48,8 @@ struct WorkloadArgs {
     c->add_flag("--canonical", canonical, "cuda decode: keep the canonical checkpoint layout instead of the "
                                           "weights repacked for the GEMV at load time");
     c->add_flag("--pdl", pdl, "cuda decode: launch the repacked GEMVs with programmatic dependent launch "
-                              "(each overlaps the previous kernel's tail; nvfp4/cuda.h RepackedMatmulOptions)");
+                              "(each overlaps the previous kernel's tail where the tuning table allows it; nvfp4/cuda.h "
+                              "RepackedMatmulOptions)");
   }
 
   // The backend actually used.
