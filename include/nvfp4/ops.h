@@ -41,8 +41,9 @@ Tensor quantized_matmul(const Tensor& x, const QuantizedWeight& w, Backend backe
 void quantized_matmul(const MatrixView& x, const WeightView& w, const MatrixView& y,
                       Backend backend = Backend::kAuto);
 
-// Shared argument validation (null pointers, strides, shapes, K % 16, dtype agreement);
-// throws Error("[op] ...") naming every parameter. Used by every backend's entry point.
+// Shared argument validation (null pointers, strides, shapes, K % 16, dtype agreement, an
+// output that overlaps the activations or the weights: no in-place matmul); throws
+// Error("[op] ...") naming every parameter. Used by every backend's entry point.
 void validate_matmul(const char* op, const MatrixView& x, const WeightView& w, const MatrixView& y);
 
 }  // namespace nvfp4

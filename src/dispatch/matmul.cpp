@@ -21,6 +21,34 @@ std::string shape_str(const MatrixView& v) {
 
 bool aligned(const void* p, int bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
 
+struct ByteRange {
+  std::uintptr_t begin = 0, end = 0;  // [begin, end)
+};
+
+// The bytes a row-major view can touch: from its first element to the end of its last row.
+ByteRange range_of(const MatrixView& v) {
+  const auto b = reinterpret_cast<std::uintptr_t>(v.data);
+  const std::uint64_t es = static_cast<std::uint64_t>(dtype_size(v.dtype));
+  return {b, b + (static_cast<std::uint64_t>(v.rows - 1) * v.stride + v.cols) * es};
+}
+
+bool intersect(ByteRange a, ByteRange b) { return a.begin < b.end && b.begin < a.end; }
+
+// True when the output view y shares a byte with the activation view x. Views with the same
+// row pitch whose column windows are disjoint (x and y interleaved in one wider buffer) do not
+// overlap; other intersecting spans are treated as overlapping.
+bool views_overlap(const MatrixView& x, const MatrixView& y) {
+  const ByteRange rx = range_of(x), ry = range_of(y);
+  if (!intersect(rx, ry)) return false;
+  const std::uint64_t px = static_cast<std::uint64_t>(x.stride) * dtype_size(x.dtype);
+  const std::uint64_t py = static_cast<std::uint64_t>(y.stride) * dtype_size(y.dtype);
+  if (px != py) return true;
+  const std::uint64_t wx = static_cast<std::uint64_t>(x.cols) * dtype_size(x.dtype);
+  const std::uint64_t wy = static_cast<std::uint64_t>(y.cols) * dtype_size(y.dtype);
+  const std::uint64_t o = (ry.begin >= rx.begin ? ry.begin - rx.begin : px - (rx.begin - ry.begin) % px) % px;
+  return o < wx || o + wy > px;  // y's window [o, o + wy) within each pitch meets x's [0, wx)
+}
+
 }  // namespace
 
 const char* backend_name(Backend b) {
@@ -67,6 +95,17 @@ void validate_matmul(const char* op, const MatrixView& x, const WeightView& w, c
   const int es = dtype_size(x.dtype);
   if (!aligned(x.data, es) || !aligned(y.data, es))
     fail(op, "activation or output pointer is not aligned to its " + std::to_string(es) + "-byte element");
+  // The kernels read x and the weights while other threads (blocks) write y: an output that
+  // shares bytes with them would give a silently wrong result, so it is refused.
+  if (x.rows > 0) {
+    if (views_overlap(x, y))
+      fail(op, "output " + shape_str(y) + " overlaps the activations " + shape_str(x) + " (in-place matmul is not supported)");
+    const ByteRange ry = range_of(y);
+    const auto p = reinterpret_cast<std::uintptr_t>(w.packed), s = reinterpret_cast<std::uintptr_t>(w.scales);
+    const std::uint64_t pb = static_cast<std::uint64_t>(w.n) * (w.k / 2), sb = static_cast<std::uint64_t>(w.n) * (w.k / kBlockSize);
+    if (intersect(ry, {p, p + pb}) || intersect(ry, {s, s + sb}))
+      fail(op, "output " + shape_str(y) + " overlaps the packed weights or the scales of " + ws);
+  }
 }
 
 void quantized_matmul(const MatrixView& x, const WeightView& w, const MatrixView& y, Backend backend) {

@@ -123,5 +123,56 @@ TEST(MatmulRef, ValidationNamesOpAndParameters) {
                "stride");
 }
 
+// An output that shares bytes with the activations or the weights would be read while being
+// written (silently wrong on the parallel backends): refused on every backend, naming both
+// views. Outputs interleaved with x in one wider buffer (same row pitch, disjoint columns) are
+// fine and give the same bits as separate buffers.
+TEST(MatmulRef, OverlappingOutputIsRefusedInterleavedIsNot) {
+  const std::uint64_t seed = test::base_seed() + 400;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const QuantizedWeight q = quantize(test::random_tensor({32, 32}, DType::kF32, seed));  // N == K: in place is possible
+  const WeightView w = q.view();
+  for (Backend b : {Backend::kReference, Backend::kCpu}) {
+    SCOPED_TRACE(backend_name(b));
+    Tensor buf = test::random_tensor({3, 96}, DType::kBF16, seed + 1);
+    auto throws_with = [&](const MatrixView& x, const MatrixView& y, const char* needle) {
+      try {
+        quantized_matmul(x, w, y, b);
+        ADD_FAILURE() << "expected an error containing " << needle;
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      }
+    };
+    char* base = static_cast<char*>(buf.data());
+    // In place (y == x), y shifted by one element, y in the next row's columns of x.
+    throws_with(MatrixView{base, DType::kBF16, 3, 32, 96}, MatrixView{base, DType::kBF16, 3, 32, 96}, "overlaps the activations");
+    throws_with(MatrixView{base, DType::kBF16, 3, 32, 96}, MatrixView{base + 2, DType::kBF16, 3, 32, 96}, "overlaps the activations");
+    throws_with(MatrixView{base, DType::kBF16, 2, 32, 32}, MatrixView{base + 64, DType::kBF16, 2, 32, 32}, "overlaps the activations");
+    // y on top of the packed weights or the scales (writable copies of them).
+    std::vector<std::uint8_t> packed = q.packed, scales = q.scales;
+    WeightView wp = w;
+    wp.packed = packed.data();
+    wp.scales = scales.data();
+    Tensor x1 = test::random_tensor({1, 32}, DType::kBF16, seed + 2);
+    for (std::uint8_t* target : {packed.data() + 64, scales.data()}) {
+      try {
+        quantized_matmul(MatrixView{x1.data(), DType::kBF16, 1, 32, 32}, wp, MatrixView{target, DType::kBF16, 1, 32, 32}, b);
+        ADD_FAILURE() << "expected an error: output on top of the weights";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("overlaps the packed weights"), std::string::npos) << e.what();
+      }
+    }
+    // Interleaved: x in columns [0, 32), y in columns [32, 64) of the same 96-wide rows; the
+    // same backend on a separate copy of x is the expected result, bit for bit.
+    Tensor xc(DType::kBF16, {3, 32});
+    for (int r = 0; r < 3; ++r)
+      for (int c = 0; c < 32; ++c) xc.set(r * 32 + c, buf.get(r * 96 + c));
+    const Tensor want = quantized_matmul(xc, q, b);
+    quantized_matmul(MatrixView{base, DType::kBF16, 3, 32, 96}, w, MatrixView{base + 64, DType::kBF16, 3, 32, 96}, b);
+    for (int r = 0; r < 3; ++r)
+      for (int c = 0; c < 32; ++c) EXPECT_EQ(buf.get(r * 96 + 32 + c), want.get(r * 32 + c)) << r << "," << c;
+  }
+}
+
 }  // namespace
 }  // namespace nvfp4

@@ -527,6 +527,10 @@ TEST(CudaGemv, DeviceApiOnAStreamAndBadInput) {
                Error);  // host activation pointer
   EXPECT_THROW(cuda::quantized_matmul(MatrixView{dx, DType::kBF16, m, k, k}, dw, MatrixView{dy, DType::kF16, m, n, n}, st),
                Error);  // dtype mismatch
+  EXPECT_THROW(cuda::quantized_matmul(MatrixView{dx, DType::kBF16, m, k, k}, dw, MatrixView{dx, DType::kBF16, m, n, n}, st),
+               Error);  // output on top of the activations (in place)
+  EXPECT_THROW(cuda::quantized_matmul(MatrixView{dx, DType::kBF16, m, k, k}, dw, MatrixView{dp, DType::kBF16, m, n, n}, st),
+               Error);  // output on top of the packed weights
   const cuda::GemvTile bad{24, 4, 1};
   EXPECT_THROW(cuda::quantized_matmul_tile(MatrixView{dx, DType::kBF16, m, k, k}, dw, MatrixView{dy, DType::kBF16, m, n, n}, st,
                                            &bad),
