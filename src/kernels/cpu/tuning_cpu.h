@@ -44,7 +44,8 @@ struct CpuTuning {
   // there (Emerald Rapids, 2 cores pinned, cpu_paths_bench interleaved, M=1 bf16 N=4096 K=14336,
   // two rounds, us median, 2 tiles / off / 1 / 4): cold 2232 / 2089 / 2765 / 2367 and 2372 / 2164
   // / 2965 / 2447, hot 1916 / 1828 / 2048 / 1931 and 2366 / 2138 / 2583 / 2421 (docs/perf-cpu.md 7;
-  // bench/results/cpu-2026-11-30-emr-prefetch-sweep.json). M = 2..16 there run the AMX GEMV.
+  // bench/results/cpu-2026-11-30-emr-prefetch-sweep.json); two later rounds: hot equal, cold 2.7%
+  // slower, so a modest, noisy gain. M = 2..16 there run the AMX GEMV.
   std::int64_t gemv_prefetch_tiles = 2;
   std::int64_t gemv_prefetch_min_m = 1;
   std::int64_t gemv_prefetch_max_m = 4;
