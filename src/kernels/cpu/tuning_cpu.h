@@ -39,13 +39,9 @@ struct CpuTuning {
   // gemv_prefetch_l2, else into L1. Measured (Zen 4 VM, 2 threads, cold, N=4096 K=14336, 5 runs
   // interleaved, docs/perf-cpu.md 2.5): prefetcht1 2 tiles ahead: M=1 -20%, M=2 -26%, M=4 -19%
   // (3 tiles -22%), M=8 +4..9% (compute-bound: the prefetches only cost); prefetcht0 was
-  // host-state dependent (M=2 -15% or +13..40%, M=1 1 tile ahead up to +90%).
-  // On hosts with AMX (Sapphire / Emerald Rapids class) host_cpu_tuning() sets 0 (off): measured
-  // there (Emerald Rapids, 2 cores pinned, cpu_paths_bench interleaved, M=1 bf16 N=4096 K=14336,
-  // two rounds, us median, 2 tiles / off / 1 / 4): cold 2232 / 2089 / 2765 / 2367 and 2372 / 2164
-  // / 2965 / 2447, hot 1916 / 1828 / 2048 / 1931 and 2366 / 2138 / 2583 / 2421 (docs/perf-cpu.md 7;
-  // bench/results/cpu-2026-11-30-emr-prefetch-sweep.json); two later rounds: hot equal, cold 2.7%
-  // slower, so a modest, noisy gain. M = 2..16 there run the AMX GEMV.
+  // host-state dependent (M=2 -15% or +13..40%, M=1 1 tile ahead up to +90%). On Emerald Rapids
+  // (the AMX host, 2 cores, M=1) off vs 2 tiles: 5-10% faster off in a first sweep, then within
+  // +-2% in 8 more interleaved rounds (docs/perf-cpu.md 7): no robust difference, one default.
   std::int64_t gemv_prefetch_tiles = 2;
   std::int64_t gemv_prefetch_min_m = 1;
   std::int64_t gemv_prefetch_max_m = 4;
@@ -95,14 +91,10 @@ struct CpuTuning {
   std::int64_t gemm_mc = 512;
 };
 
-// The defaults above (measured on Zen 4) adjusted for the CPU class this process runs on
-// (CPUID), where that class was measured to want other values (tuning_cpu.cpp).
-CpuTuning host_cpu_tuning();
-
 // The one table, read by every kernel call. Benchmarks and tests may change it through
 // cpu_tuning_mutable() between calls (never during one) to compare settings in one process.
 inline CpuTuning& cpu_tuning_mutable() {
-  static CpuTuning t = host_cpu_tuning();
+  static CpuTuning t{};
   return t;
 }
 inline const CpuTuning& cpu_tuning() { return cpu_tuning_mutable(); }
