@@ -31,6 +31,31 @@ using Buf = HostBuffer;  // bench/host_buffer.h: huge-page-advised weights
 using Clock = std::chrono::steady_clock;
 double us_since(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
 
+// One replay of `ls` (decoder layers first, then the rest: lm_head), timed in those two parts.
+// matmul(i) runs linear i; settle() waits for queued work before a part's clock stops.
+template <class Matmul, class Settle>
+void run_timed_parts(const std::vector<Linear>& ls, Matmul matmul, Settle settle, double* layers_us, double* rest_us) {
+  auto t = Clock::now();
+  bool in_layers = true;
+  *layers_us = 0;
+  for (std::size_t i = 0; i < ls.size(); ++i) {
+    if (in_layers && ls[i].layer < 0) {
+      settle();
+      *layers_us = us_since(t);
+      t = Clock::now();
+      in_layers = false;
+    }
+    matmul(i);
+  }
+  settle();
+  if (in_layers) {
+    *layers_us = us_since(t);
+    *rest_us = 0;
+  } else {
+    *rest_us = us_since(t);
+  }
+}
+
 // Relative error measure shared by both engines: |y - ref| / (|ref| + rms(ref)). The rms term keeps
 // a near-zero output (cancellation) from turning a rounding difference into a huge ratio.
 double checked_err(const float* y, const float* ref, std::size_t n, std::size_t* where) {
@@ -76,23 +101,7 @@ class CpuNvfp4Replay final : public ReplayEngine {
   }
 
   void run(double* layers_us, double* rest_us) override {
-    auto t = Clock::now();
-    bool in_layers = true;
-    *layers_us = 0;
-    for (std::size_t i = 0; i < ls_.size(); ++i) {
-      if (in_layers && ls_[i].layer < 0) {
-        *layers_us = us_since(t);
-        t = Clock::now();
-        in_layers = false;
-      }
-      matmul(i);
-    }
-    if (in_layers) {
-      *layers_us = us_since(t);
-      *rest_us = 0;
-    } else {
-      *rest_us = us_since(t);
-    }
+    run_timed_parts(ls_, [this](std::size_t i) { matmul(i); }, [] {}, layers_us, rest_us);
   }
 
   const ReplayVariant& info() const override { return info_; }
@@ -203,25 +212,7 @@ class CpuDenseReplay final : public ReplayEngine {
   }
 
   void run(double* layers_us, double* rest_us) override {
-    auto t = Clock::now();
-    bool in_layers = true;
-    *layers_us = 0;
-    for (std::size_t i = 0; i < ls_.size(); ++i) {
-      if (in_layers && ls_[i].layer < 0) {
-        strm_.wait();
-        *layers_us = us_since(t);
-        t = Clock::now();
-        in_layers = false;
-      }
-      matmul(i);
-    }
-    strm_.wait();
-    if (in_layers) {
-      *layers_us = us_since(t);
-      *rest_us = 0;
-    } else {
-      *rest_us = us_since(t);
-    }
+    run_timed_parts(ls_, [this](std::size_t i) { matmul(i); }, [this] { strm_.wait(); }, layers_us, rest_us);
   }
 
   const ReplayVariant& info() const override { return info_; }

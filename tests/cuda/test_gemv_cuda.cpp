@@ -312,36 +312,38 @@ double out_ulp(DType t) { return t == DType::kBF16 ? 1.0 / 128 : (t == DType::kF
 double out_min_step(DType t) { return t == DType::kF16 ? std::ldexp(1.0, -24) : (t == DType::kBF16 ? std::ldexp(1.0, -133) : 0.0); }
 
 // Runs the CUDA path on host tensors (optionally with an explicit tile) through device memory.
+// A device copy of `bytes` host bytes, freed at scope exit; back() copies it to the host.
+struct DeviceCopy {
+  void* p = nullptr;
+  std::size_t bytes = 0;
+  DeviceCopy(const void* host, std::size_t n) : bytes(n) {
+    EXPECT_EQ(cudaMalloc(&p, n), cudaSuccess);
+    cudaMemcpy(p, host, n, cudaMemcpyHostToDevice);
+  }
+  DeviceCopy(const DeviceCopy&) = delete;
+  DeviceCopy& operator=(const DeviceCopy&) = delete;
+  ~DeviceCopy() { cudaFree(p); }
+  void back(void* host) const { cudaMemcpy(host, p, bytes, cudaMemcpyDeviceToHost); }
+};
+
 void run_cuda(const MatrixView& x, const WeightView& w, const MatrixView& y, const cuda::GemvTile* tile) {
   if (!tile) {
     cuda::quantized_matmul_host(x, w, y);
     return;
   }
   const int es = dtype_size(x.dtype);
-  const std::size_t xb = static_cast<std::size_t>((x.rows - 1) * x.stride + x.cols) * es;
-  const std::size_t yb = static_cast<std::size_t>((y.rows - 1) * y.stride + y.cols) * es;
-  void *dx, *dy, *dp, *ds;
-  ASSERT_EQ(cudaMalloc(&dx, xb), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dy, yb), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dp, w.n * w.k / 2), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&ds, w.n * w.k / 16), cudaSuccess);
-  cudaMemcpy(dx, x.data, xb, cudaMemcpyHostToDevice);
-  cudaMemcpy(dy, y.data, yb, cudaMemcpyHostToDevice);
-  cudaMemcpy(dp, w.packed, w.n * w.k / 2, cudaMemcpyHostToDevice);
-  cudaMemcpy(ds, w.scales, w.n * w.k / 16, cudaMemcpyHostToDevice);
+  const DeviceCopy dx(x.data, static_cast<std::size_t>((x.rows - 1) * x.stride + x.cols) * es);
+  const DeviceCopy dy(y.data, static_cast<std::size_t>((y.rows - 1) * y.stride + y.cols) * es);
+  const DeviceCopy dp(w.packed, w.n * w.k / 2), ds(w.scales, w.n * w.k / 16);
   MatrixView dxv = x, dyv = y;
-  dxv.data = dx;
-  dyv.data = dy;
+  dxv.data = dx.p;
+  dyv.data = dy.p;
   WeightView dw = w;
-  dw.packed = static_cast<const std::uint8_t*>(dp);
-  dw.scales = static_cast<const std::uint8_t*>(ds);
+  dw.packed = static_cast<const std::uint8_t*>(dp.p);
+  dw.scales = static_cast<const std::uint8_t*>(ds.p);
   cuda::quantized_matmul_tile(dxv, dw, dyv, nullptr, tile);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  cudaMemcpy(y.data, dy, yb, cudaMemcpyDeviceToHost);
-  cudaFree(dx);
-  cudaFree(dy);
-  cudaFree(dp);
-  cudaFree(ds);
+  dy.back(y.data);
 }
 
 // Checks y against the oracle within the documented tolerance; every element must be written.
@@ -378,6 +380,30 @@ void check_against_oracle(const MatrixView& x, const QuantizedWeight& qw, const 
   EXPECT_EQ(bad, 0) << what;
 }
 
+// One-hot rows recover the dequantized weights exactly: 16 one-hot rows per launch at the k's
+// in `ks` (run(x, y, rows) computes y = x . W^T for that launch), every output == deq[n, k]
+// (== treats +0 and -0 alike: the matmul sums 0 + -0 = +0 where dequantize gives -0).
+template <class Run>
+void expect_one_hot_exact(const Tensor& deq, std::int64_t n, std::int64_t k, const std::vector<std::int64_t>& ks,
+                          Run run) {
+  const DType dt = deq.dtype;
+  for (std::size_t c = 0; c < ks.size(); c += 16) {
+    const std::int64_t rows = std::min<std::int64_t>(16, static_cast<std::int64_t>(ks.size() - c));
+    Tensor x(dt, {rows, k});
+    for (std::int64_t r = 0; r < rows; ++r) x.set(r * k + ks[c + r], 1.0f);
+    Tensor y = nan_tensor(dt, rows, n);
+    run(x, y, rows);
+    int bad = 0;
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t j = 0; j < n; ++j) {
+        const float got = y.get(r * n + j), want = deq.get(j * k + ks[c + r]);
+        if (!(got == want) && ++bad <= 5)
+          ADD_FAILURE() << "one-hot y[" << r << "," << j << "] (k=" << ks[c + r] << ") = " << got << ", dequantized " << want;
+      }
+    ASSERT_EQ(bad, 0);
+  }
+}
+
 TEST(CudaGemv, OneHotRecoversDequantizedWeightsExactly) {
   REQUIRE_GPU();
   for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
@@ -393,22 +419,9 @@ TEST(CudaGemv, OneHotRecoversDequantizedWeightsExactly) {
       std::vector<std::int64_t> ks;
       for (std::int64_t kk = 0; kk < k; kk += (k <= 256 ? 1 : 7)) ks.push_back(kk);
       ks.push_back(k - 1);
-      for (std::size_t c = 0; c < ks.size(); c += 16) {
-        const std::int64_t rows = std::min<std::int64_t>(16, static_cast<std::int64_t>(ks.size() - c));
-        Tensor x(dt, {rows, k});
-        for (std::int64_t r = 0; r < rows; ++r) x.set(r * k + ks[c + r], 1.0f);
-        Tensor y = nan_tensor(dt, rows, n);
+      ASSERT_NO_FATAL_FAILURE(expect_one_hot_exact(deq, n, k, ks, [&](Tensor& x, Tensor& y, std::int64_t rows) {
         cuda::quantized_matmul_host(MatrixView{x.data(), dt, rows, k, k}, qw.view(), MatrixView{y.data(), dt, rows, n, n});
-        int bad = 0;
-        for (std::int64_t r = 0; r < rows; ++r)
-          for (std::int64_t j = 0; j < n; ++j) {
-            const float got = y.get(r * n + j), want = deq.get(j * k + ks[c + r]);
-            // == treats +0 and -0 alike (the matmul sums 0 + -0 = +0 where dequantize gives -0).
-            if (!(got == want) && ++bad <= 5)
-              ADD_FAILURE() << "y[" << r << "," << j << "] (k=" << ks[c + r] << ") = " << got << ", dequantized " << want;
-          }
-        ASSERT_EQ(bad, 0);
-      }
+      }));
     }
   }
 }
@@ -618,17 +631,11 @@ struct DevWeight {
 
 void run_repacked(const DevWeight& dw, const Tensor& x, Tensor& y, std::int64_t m, const cuda::GemvTile* tile,
                   const cuda::RepackedMatmulOptions& opt = {}) {
-  void *dx, *dy;
-  ASSERT_EQ(cudaMalloc(&dx, x.bytes.size()), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dy, y.bytes.size()), cudaSuccess);
-  cudaMemcpy(dx, x.data(), x.bytes.size(), cudaMemcpyHostToDevice);
-  cudaMemcpy(dy, y.data(), y.bytes.size(), cudaMemcpyHostToDevice);
-  cuda::quantized_matmul_repacked_tile(MatrixView{dx, x.dtype, m, dw.k, dw.k}, dw.view(),
-                                       MatrixView{dy, y.dtype, m, dw.n, dw.n}, nullptr, tile, nullptr, opt);
+  const DeviceCopy dx(x.data(), x.bytes.size()), dy(y.data(), y.bytes.size());
+  cuda::quantized_matmul_repacked_tile(MatrixView{dx.p, x.dtype, m, dw.k, dw.k}, dw.view(),
+                                       MatrixView{dy.p, y.dtype, m, dw.n, dw.n}, nullptr, tile, nullptr, opt);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  cudaMemcpy(y.data(), dy, y.bytes.size(), cudaMemcpyDeviceToHost);
-  cudaFree(dx);
-  cudaFree(dy);
+  dy.back(y.data());
 }
 
 TEST(CudaRepack, DeviceRepackEqualsReferenceAndMatmulMatches) {
@@ -651,21 +658,8 @@ TEST(CudaRepack, DeviceRepackEqualsReferenceAndMatmulMatches) {
     std::vector<std::int64_t> ks;
     for (std::int64_t kk = 0; kk < k; kk += (k <= 256 ? 1 : 13)) ks.push_back(kk);
     ks.push_back(k - 1);
-    for (std::size_t c = 0; c < ks.size(); c += 16) {
-      const std::int64_t rows = std::min<std::int64_t>(16, static_cast<std::int64_t>(ks.size() - c));
-      Tensor x(DType::kBF16, {rows, k});
-      for (std::int64_t r = 0; r < rows; ++r) x.set(r * k + ks[c + r], 1.0f);
-      Tensor y = nan_tensor(DType::kBF16, rows, n);
-      run_repacked(dw, x, y, rows, nullptr);
-      int bad = 0;
-      for (std::int64_t r = 0; r < rows; ++r)
-        for (std::int64_t j = 0; j < n; ++j) {
-          const float got = y.get(r * n + j), want = deq.get(j * k + ks[c + r]);
-          if (!(got == want) && ++bad <= 5)
-            ADD_FAILURE() << "one-hot y[" << r << "," << j << "] (k=" << ks[c + r] << ") = " << got << ", dequantized " << want;
-        }
-      ASSERT_EQ(bad, 0);
-    }
+    ASSERT_NO_FATAL_FAILURE(
+        expect_one_hot_exact(deq, n, k, ks, [&](Tensor& x, Tensor& y, std::int64_t rows) { run_repacked(dw, x, y, rows, nullptr); }));
     // Random rows against the oracle, table tile and every tile.
     for (std::int64_t m : {1, 2, 3, 8, 9, 16, 33}) {
       Tensor x = random_x(DType::kBF16, m, k, seed + m);

@@ -138,6 +138,30 @@ __device__ __forceinline__ void scale_pairs(std::uint32_t s2, std::uint32_t* lo,
   }
 }
 
+// Where a thread sits in the static schedule shared by every GEMV kernel here: a block is
+// `groups` column groups x k_split warps, warp (grp, slice) takes the slice's contiguous share
+// [beg, end) of `steps` k-steps; lane = 4g + t (the mma fragment coordinates).
+template <class I>
+struct WarpSlot {
+  int lane, warp, g, t, grp, groups;
+  I beg, end;
+};
+
+template <class I>
+__device__ __forceinline__ WarpSlot<I> warp_slot(int k_split, I steps) {
+  WarpSlot<I> s;
+  s.lane = threadIdx.x & 31;
+  s.warp = threadIdx.x >> 5;
+  s.g = s.lane >> 2;
+  s.t = s.lane & 3;
+  s.grp = s.warp / k_split;
+  s.groups = (blockDim.x >> 5) / k_split;
+  const I per = (steps + k_split - 1) / k_split;
+  s.beg = min(steps, (s.warp % k_split) * per);
+  s.end = min(steps, s.beg + per);
+  return s;
+}
+
 // Second half of every kernel's epilogue, after the barrier: partials red[warp][virtual row][c]
 // (C outputs per warp; warp = column group * k_split + slice). Output (m, n) of this block is the
 // fixed-order sum over the K split and over the `pieces` exact bf16 pieces of fp32/fp16
@@ -169,16 +193,11 @@ __global__ void __launch_bounds__(512) gemv_nvfp4_kernel(GemvArgs p, int k_split
   constexpr int kCols = 8 * NT;       // output columns per warp
   extern __shared__ float red[];
 
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int nwarps = blockDim.x >> 5;
-  const int g = lane >> 2, t = lane & 3;
-  const int slice = warp % k_split, grp = warp / k_split, groups = nwarps / k_split;
   const std::int64_t K = p.k;
-  const std::int64_t col0 = (static_cast<std::int64_t>(blockIdx.x) * groups + grp) * kCols;
-  const std::int64_t nsteps = (K + kKStep - 1) / kKStep;
-  const std::int64_t per = (nsteps + k_split - 1) / k_split;
-  const std::int64_t s_beg = min(nsteps, slice * per);
-  const std::int64_t s_end = min(nsteps, s_beg + per);
+  const auto ws = warp_slot<int>(k_split, static_cast<int>((K + kKStep - 1) / kKStep));  // K <= 2^30 (API)
+  const int warp = ws.warp, g = ws.g, t = ws.t, groups = ws.groups;
+  const std::int64_t s_beg = ws.beg, s_end = ws.end;
+  const std::int64_t col0 = (static_cast<std::int64_t>(blockIdx.x) * groups + ws.grp) * kCols;
   const int vr_total = p.pieces * p.m_rows;
 
   const std::uint8_t* wp[NT];
@@ -408,16 +427,12 @@ template <bool F16, int RT, int NB>
 __global__ void __launch_bounds__(512) gemv_nvfp4_wa_kernel(GemvArgs p, int k_split) {
   constexpr int kRows = 16 * RT;  // output rows per warp
   extern __shared__ __align__(16) unsigned char wa_smem[];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int nwarps = blockDim.x >> 5;
-  const int g = lane >> 2, t = lane & 3;
-  const int slice = warp % k_split, grp = warp / k_split, groups = nwarps / k_split;
   const std::int64_t K = p.k;
-  const std::int64_t row0 = (static_cast<std::int64_t>(blockIdx.x) * groups + grp) * kRows;
   const std::int64_t nsteps = (K + kWaStepK - 1) / kWaStepK;
-  const std::int64_t per = (nsteps + k_split - 1) / k_split;
-  const std::int64_t s_beg = min(nsteps, slice * per);
-  const std::int64_t s_end = min(nsteps, s_beg + per);
+  const auto ws = warp_slot<std::int64_t>(k_split, nsteps);
+  const int lane = ws.lane, warp = ws.warp, g = ws.g, t = ws.t, nwarps = blockDim.x >> 5, groups = ws.groups;
+  const std::int64_t s_beg = ws.beg, s_end = ws.end;
+  const std::int64_t row0 = (static_cast<std::int64_t>(blockIdx.x) * groups + ws.grp) * kRows;
   const int vr_total = p.pieces * p.m_rows;
 
   // Ring: [stage][row slot 0..2RT-1][lane] uint4 weights, then [stage][row slot][lane] u32 scales.
@@ -698,16 +713,11 @@ __device__ __forceinline__ void rp_activation_rows(const GemvArgs& p, int g, int
 template <int RT, int NB, bool PDL>
 __global__ void __launch_bounds__(512) gemv_nvfp4_rp_kernel(GemvArgs p, int k_split) {
   extern __shared__ float rp_red[];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int nwarps = blockDim.x >> 5;
-  const int g = lane >> 2, t = lane & 3;
-  const int slice = warp % k_split, grp = warp / k_split, groups = nwarps / k_split;
+  const auto ws = warp_slot<int>(k_split, static_cast<int>(p.k / 128));  // k-steps: chunk pairs
+  const int lane = ws.lane, warp = ws.warp, g = ws.g, t = ws.t, groups = ws.groups;
+  const int c_beg = ws.beg, c_end = ws.end;
   const int ntiles = static_cast<int>(p.n / 16);
-  const int tile0 = (blockIdx.x * groups + grp) * RT;
-  const int npairs = static_cast<int>(p.k / 128);
-  const int per = (npairs + k_split - 1) / k_split;
-  const int c_beg = min(npairs, slice * per);
-  const int c_end = min(npairs, c_beg + per);
+  const int tile0 = (blockIdx.x * groups + ws.grp) * RT;
 
   const std::uint8_t* wt[RT];
   const std::uint8_t* st[RT];

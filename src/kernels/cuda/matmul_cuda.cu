@@ -120,6 +120,24 @@ void require_valid_tile(const char* op, const GemvTile* t) {
                  std::to_string(t->warps_per_block) + " k_split=" + std::to_string(t->k_split));
 }
 
+// The weight fields of the kernels' arguments.
+GemvArgs weight_args(const WeightView& w) {
+  GemvArgs a;
+  a.packed = w.packed;
+  a.scales = w.scales;
+  a.tensor_scale = w.tensor_scale;
+  a.n = w.n;
+  a.k = w.k;
+  return a;
+}
+
+// True when the kernels can read x's rows in place as 16-bit operand rows: all K columns,
+// 16-byte aligned base and row pitch (the 16-byte activation loads).
+bool rows_readable_in_place(const MatrixView& x, std::int64_t k) {
+  return x.cols == k && reinterpret_cast<std::uintptr_t>(x.data) % 16 == 0 &&
+         (x.rows == 1 || (x.stride * dtype_size(x.dtype)) % 16 == 0);
+}
+
 // One kernel launch per chunk of `chunk` real rows of x. `a` comes with the weight fields set;
 // each launch gets its output rows and its activation rows as the kernel reads them: x itself
 // when `direct`, else prep_activations' `pieces` 16-bit rows per real row in a stream-ordered
@@ -205,16 +223,10 @@ void quantized_matmul_tile(const MatrixView& x, const WeightView& w, const Matri
   const GemvTile tile = tile_in ? *tile_in : gemv_lookup_tile(device_cc(), w.n, w.k);
   // 16-bit rows the kernel can read in place go direct; fp32 becomes 3 exact bf16 pieces (48
   // virtual rows for 16 real rows: one launch per 16 rows either way).
-  const bool direct = x.dtype != DType::kF32 && x.cols == w.k && reinterpret_cast<std::uintptr_t>(x.data) % 16 == 0 &&
-                      (x.rows == 1 || (x.stride * dtype_size(x.dtype)) % 16 == 0);
-  GemvArgs a;
-  a.packed = w.packed;
-  a.scales = w.scales;
-  a.tensor_scale = w.tensor_scale;
-  a.n = w.n;
-  a.k = w.k;
+  const bool direct = x.dtype != DType::kF32 && rows_readable_in_place(x, w.k);
   std::string name;
-  run_row_chunks(op, shape, x, y, x.dtype == DType::kF32 ? 3 : 1, direct, kMaxRows, stream, a, [&](const GemvArgs& la) {
+  run_row_chunks(op, shape, x, y, x.dtype == DType::kF32 ? 3 : 1, direct, kMaxRows, stream, weight_args(w),
+                 [&](const GemvArgs& la) {
     if (name.empty()) name = gemv_nvfp4_sm90_name(la, tile);
     return gemv_nvfp4_sm90(la, tile, stream);
   });
@@ -268,14 +280,8 @@ void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightVie
   // (fp16 -> 2 exact bf16 pieces, fp32 -> 3, padded or unaligned bf16 -> 1) is prepared into a
   // stream-ordered workspace. At most 16 virtual rows per launch (the kernel's two n8 tiles).
   const int pieces = x.dtype == DType::kF32 ? 3 : (x.dtype == DType::kF16 ? 2 : 1);
-  const bool direct = pieces == 1 && x.cols == w.k && reinterpret_cast<std::uintptr_t>(x.data) % 16 == 0 &&
-                      (x.rows == 1 || (x.stride * 2) % 16 == 0);
-  GemvArgs a;
-  a.packed = w.packed;
-  a.scales = w.scales;
-  a.tensor_scale = w.tensor_scale;
-  a.n = w.n;
-  a.k = w.k;
+  const bool direct = pieces == 1 && rows_readable_in_place(x, w.k);
+  GemvArgs a = weight_args(wv);
   a.pdl = options.overlap_previous_kernel;
   const int cc = tile_in ? 0 : device_cc();
   std::string name;
