@@ -193,11 +193,19 @@ __global__ void __launch_bounds__(512) gemv_nvfp4_kernel(GemvArgs p, int k_split
   constexpr int kCols = 8 * NT;       // output columns per warp
   extern __shared__ float red[];
 
+  // The schedule of warp_slot, written out: routed through it (64- or 32-bit steps) this kernel's
+  // register allocation moved by +-10 and its M = 8..16 times by +-2-4% (H200 A/B,
+  // bench/results/device-2026-11-30-h200-review-ab.log), so it keeps its own tuned form.
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int nwarps = blockDim.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int slice = warp % k_split, grp = warp / k_split, groups = nwarps / k_split;
   const std::int64_t K = p.k;
-  const auto ws = warp_slot<int>(k_split, static_cast<int>((K + kKStep - 1) / kKStep));  // K <= 2^30 (API)
-  const int warp = ws.warp, g = ws.g, t = ws.t, groups = ws.groups;
-  const std::int64_t s_beg = ws.beg, s_end = ws.end;
-  const std::int64_t col0 = (static_cast<std::int64_t>(blockIdx.x) * groups + ws.grp) * kCols;
+  const std::int64_t col0 = (static_cast<std::int64_t>(blockIdx.x) * groups + grp) * kCols;
+  const std::int64_t nsteps = (K + kKStep - 1) / kKStep;
+  const std::int64_t per = (nsteps + k_split - 1) / k_split;
+  const std::int64_t s_beg = min(nsteps, slice * per);
+  const std::int64_t s_end = min(nsteps, s_beg + per);
   const int vr_total = p.pieces * p.m_rows;
 
   const std::uint8_t* wp[NT];
