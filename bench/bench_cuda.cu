@@ -9,6 +9,8 @@
 // (4) kernel time without launch gaps: the same calls captured in a CUDA graph, replayed,
 // time / calls (us_graph). cuBLAS bf16 (cublasGemmEx, fp32 compute) gets the same treatment.
 // ceiling_gbps: a 1 GiB device-to-device copy in the same run (bytes read + written).
+// Yardsticks per N x K, same rotation: "read_floor" (a plain streaming read of the same packed +
+// scale bytes, best of 12 launch shapes) and "launch_floor" (an empty kernel, same graph timing).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -16,6 +18,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
+#include <functional>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -176,6 +180,51 @@ double oracle_rel_err(const Shape& s, DType dt, const Tensor& hx, const void* wp
 // Output rounding dominates: bf16 2^-8, fp16 2^-11 relative; fp32 sums ~1e-6.
 double oracle_tolerance(DType dt) { return dt == DType::kBF16 ? 1e-2 : (dt == DType::kF16 ? 2e-3 : 1e-5); }
 
+// Read floor (row "read_floor"): how fast a plain streaming read of the bytes this shape's GEMV
+// must read (packed + scales of one rotated copy) runs in the same run and rotation -- the
+// yardstick for "as fast as reading the weights" (docs/bench.md). 16-byte non-caching loads, U
+// in flight per thread, grid-stride; the XOR of every 32-bit word goes to *sink, validated
+// against the host before timing. The bench keeps the best of 12 launch shapes.
+template <int U>
+__global__ void read_floor_kernel(const uint4* a, std::size_t na, const uint4* b, std::size_t nb, unsigned* sink) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  const std::size_t tid = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  unsigned x = 0;
+  for (int part = 0; part < 2; ++part) {
+    const uint4* p = part ? b : a;
+    const std::size_t n = part ? nb : na;
+    std::size_t i = tid;
+    for (; i + (U - 1) * stride < n; i += U * stride) {
+      uint4 v[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w)
+                     : "l"(p + i + u * stride));
+#pragma unroll
+      for (int u = 0; u < U; ++u) x ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    }
+    for (; i < n; i += stride) {
+      const uint4 v = p[i];
+      x ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+  }
+  for (int o = 16; o > 0; o >>= 1) x ^= __shfl_xor_sync(0xffffffffu, x, o);
+  if ((threadIdx.x & 31) == 0 && x != 0) atomicXor(sink, x);
+}
+
+// Launch floor (row "launch_floor"): an empty kernel of 264 blocks x 512 threads (two 16-warp
+// blocks per SM, as the large GEMV tiles) back to back in the same CUDA graph timing.
+__global__ void empty_kernel() {}
+
+unsigned host_xor(const void* dev, std::size_t bytes) {
+  std::vector<unsigned> h(bytes / 4);
+  ck(cudaMemcpy(h.data(), dev, bytes, cudaMemcpyDeviceToHost), "copy for xor");
+  unsigned x = 0;
+  for (unsigned v : h) x ^= v;
+  return x;
+}
+
 void poison(void* dy, std::size_t bytes) {
   std::vector<std::uint8_t> nan(bytes, 0xFF);
   ck(cudaMemcpy(dy, nan.data(), nan.size(), cudaMemcpyHostToDevice), "poison");
@@ -210,6 +259,7 @@ std::vector<Row> run_cuda(const Options& opts) {
     tuned = cuda::gemv_table_from_json(text, tf);
   }
 
+  std::map<std::pair<std::int64_t, std::int64_t>, std::vector<Row>> floors;  // N x K -> read/launch floor rows
   for (const Shape& s : opts.shapes) {
     if (s.k % kBlockSize != 0 || s.k <= 0 || s.n <= 0 || s.m <= 0)
       fail("bench", "shape M=" + std::to_string(s.m) + " N=" + std::to_string(s.n) + " K=" + std::to_string(s.k) +
@@ -321,12 +371,12 @@ std::vector<Row> run_cuda(const Options& opts) {
         q.gflops = 2.0 * s.m * s.n * s.k / q.us_median / 1e3;
         rows.push_back(q);
       };
+      // The default call (overlapped launch where the table allows it: back-to-back calls in
+      // the graph overlap one kernel's tail with the next one's launch), and the plain launch.
       repacked_row("nvfp4_repacked", nullptr, {});
-      // Programmatic dependent launch: back-to-back calls in the graph overlap one kernel's tail
-      // with the next one's launch and first weight loads (nvfp4/cuda.h RepackedMatmulOptions).
-      cuda::RepackedMatmulOptions pdl;
-      pdl.overlap_previous_kernel = true;
-      repacked_row("nvfp4_repacked_pdl", nullptr, pdl);
+      cuda::RepackedMatmulOptions plain;
+      plain.overlapped_launch = false;
+      repacked_row("nvfp4_repacked_plain", nullptr, plain);
       if (!tuned.empty()) {
         // The tile of another table (NVFP4_BENCH_TUNED=FILE, e.g. a fresh `nvfp4 tune`) on the
         // same repacked weights and rotation, same run.
@@ -336,6 +386,61 @@ std::vector<Row> run_cuda(const Options& opts) {
         const cuda::GemvTile tile =
             e ? e->tile : cuda::gemv_lookup_tile(cuda::device_cc(), s.n, s.k, cuda::GemvLayout::kRepacked, std::min<std::int64_t>(vrows, 16));
         repacked_row("nvfp4_repacked_tuned", &tile, {});
+      }
+    }
+    if (pb % 16 == 0 && sb % 16 == 0) {
+      // Read and launch floors, measured once per N x K in a run (the weights do not depend on M).
+      if (floors.count({s.n, s.k}) == 0) {
+        Buf sink(4);
+        const unsigned want = host_xor(wp[0]->p, pb) ^ host_xor(ws[0]->p, sb);
+        int sms = 0;
+        ck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "SM count");
+        using Kern = void (*)(const uint4*, std::size_t, const uint4*, std::size_t, unsigned*);
+        const std::pair<int, Kern> kerns[] = {{1, read_floor_kernel<1>}, {4, read_floor_kernel<4>}, {8, read_floor_kernel<8>}};
+        double best = 1e30;
+        std::function<void(std::size_t)> best_launch;
+        std::string best_name;
+        for (const int bps : {2, 4, 8, 16})
+          for (const auto& [u, kern] : kerns) {
+            std::function<void(std::size_t)> launch = [&, bps, kern = kern](std::size_t c) {
+              kern<<<sms * bps, 512, 0, st>>>(static_cast<const uint4*>(wp[c]->p), pb / 16, static_cast<const uint4*>(ws[c]->p),
+                                              sb / 16, static_cast<unsigned*>(sink.p));
+            };
+            ck(cudaMemsetAsync(sink.p, 0, 4, st), "read floor sink");
+            launch(0);
+            unsigned got = 0;
+            ck(cudaMemcpyAsync(&got, sink.p, 4, cudaMemcpyDeviceToHost, st), "read floor sink");
+            ck(cudaStreamSynchronize(st), "read floor run");
+            if (got != want) fail("bench", "read floor kernel: checksum mismatch at N=" + std::to_string(s.n) + " K=" + std::to_string(s.k));
+            const int per_graph = static_cast<int>(std::max<std::size_t>(copies, 20));
+            const double us = cuda::graph_us_per_call(st, per_graph, 5, [&](int i) { launch(static_cast<std::size_t>(i) % copies); });
+            if (us < best) {
+              best = us;
+              best_launch = launch;
+              best_name = "read16_b" + std::to_string(bps) + "_u" + std::to_string(u);
+            }
+          }
+        Row f = r;
+        f.variant = "read_floor";
+        f.kernel = best_name;
+        f.bytes = static_cast<double>(pb + sb);
+        time_calls(f, opts, copies, st, best_launch);
+        f.validated = true;  // the checksum above
+        f.max_rel_err = 0;
+        f.gbps = f.bytes / f.us_median / 1e3;
+        f.gflops = 0;
+        Row e = f;
+        e.variant = "launch_floor";
+        e.kernel = "empty_264x512";
+        e.bytes = 0;
+        time_calls(e, opts, copies, st, [&](std::size_t) { empty_kernel<<<264, 512, 0, st>>>(); });
+        e.gbps = 0;
+        floors[{s.n, s.k}] = {f, e};
+      }
+      for (Row fr : floors[{s.n, s.k}]) {
+        fr.shape = s;
+        fr.dtype = dt;
+        rows.push_back(fr);
       }
     }
     wp.clear();

@@ -42,9 +42,10 @@ struct ReplayOptions {
   // (nvfp4::cuda::repack_for_gemv_sm90, what an engine would do); true keeps the canonical
   // checkpoint layout (the A/B of the repack: `compare --b "self --canonical"`).
   bool canonical_layout = false;
-  // CUDA decode on repacked weights: programmatic dependent launch between the GEMVs (the
-  // A/B: `compare --b "self --pdl"`). Off by default, like the API.
-  bool pdl = false;
+  // CUDA decode on repacked weights: launch the GEMVs plainly instead of overlapped
+  // (RepackedMatmulOptions::overlapped_launch, the API's default; the A/B:
+  // `compare --a "self --plain-launch" --b self`).
+  bool plain_launch = false;
   bool dense = true;               // run the dense bf16 baseline replay (OpenBLAS / cuBLAS)
   int warmup = 1;                  // untimed replays first
   int min_samples = 5;             // timed replays (each one token / one prompt)

@@ -27,7 +27,7 @@ struct WorkloadArgs {
   bool fuse = false;
   double extra_work = 0;
   bool canonical = false;
-  bool pdl = false;
+  bool plain_launch = false;
   std::uint64_t seed = 1;
   std::vector<std::string> shapes;  // "M,N,K" (compare: a shape workload instead of a model)
 
@@ -47,9 +47,10 @@ struct WorkloadArgs {
     c->add_option("--seed", seed, "seed of the random weights and activations");
     c->add_flag("--canonical", canonical, "cuda decode: keep the canonical checkpoint layout instead of the "
                                           "weights repacked for the GEMV at load time");
-    c->add_flag("--pdl", pdl, "cuda decode: launch the repacked GEMVs with programmatic dependent launch "
-                              "(each overlaps the previous kernel's tail where the tuning table allows it; nvfp4/cuda.h "
-                              "RepackedMatmulOptions)");
+    c->add_flag("--plain-launch", plain_launch,
+                "cuda decode: launch the repacked GEMVs plainly instead of overlapped (by default each may be "
+                "scheduled during the previous kernel's tail where the tuning table allows it; nvfp4/cuda.h "
+                "RepackedMatmulOptions)");
   }
 
   // The backend actually used.
@@ -76,7 +77,7 @@ struct WorkloadArgs {
     o.plan.fuse = fuse;
     o.plan.extra_work = extra_work;
     o.canonical_layout = canonical;
-    o.pdl = pdl;
+    o.plain_launch = plain_launch;
     o.dtype = dtype_from_name(dtype);
     o.seed = seed;
     if (!shapes.empty()) {
@@ -109,7 +110,7 @@ struct WorkloadArgs {
     if (no_lm_head) a.push_back("--no-lm-head");
     if (fuse) a.push_back("--fuse");
     if (canonical) a.push_back("--canonical");
-    if (pdl) a.push_back("--pdl");
+    if (plain_launch) a.push_back("--plain-launch");
     for (const auto& s : shapes) a.insert(a.end(), {"--shape", s});
     return a;
   }

@@ -746,11 +746,12 @@ TEST(CudaRepack, Fp16AndFp32Activations) {
   }
 }
 
-// Programmatic dependent launch: a chain y1 = x W1^T, y2 = y1 W2^T, y3 = y2 W3^T ... where each
-// GEMV reads the previous one's output. With overlap_previous_kernel the next kernel starts
-// early and loads weights before its griddepcontrol.wait; the results must be bit-identical to
-// the same chain without PDL, in a plain stream and inside a captured CUDA graph. A large first
-// GEMV gives the second many microseconds of overlap in which a missing wait would read stale x.
+// Overlapped (programmatic dependent) launch: a chain y1 = x W1^T, y2 = y1 W2^T, y3 = y2 W3^T ...
+// where each GEMV reads the previous one's output. With overlapped_launch the next kernel is
+// scheduled early and waits (griddepcontrol.wait) before it reads anything; the results must be
+// bit-identical to the same chain launched plainly, in a plain stream and inside a captured CUDA
+// graph. A large first GEMV gives the second many microseconds of overlap in which a missing
+// wait would read stale x.
 TEST(CudaRepack, ProgrammaticDependentLaunchChainIsExact) {
   REQUIRE_GPU();
   const std::uint64_t seed = 90210;
@@ -769,7 +770,7 @@ TEST(CudaRepack, ProgrammaticDependentLaunchChainIsExact) {
   ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
   auto chain = [&](bool pdl) {
     cuda::RepackedMatmulOptions o;
-    o.overlap_previous_kernel = pdl;
+    o.overlapped_launch = pdl;
     for (std::size_t i = 0; i + 1 < dims.size(); ++i)
       cuda::quantized_matmul_repacked_tile(MatrixView{act[i], DType::kBF16, 1, dims[i], dims[i]}, dws[i]->view(),
                                            MatrixView{act[i + 1], DType::kBF16, 1, dims[i + 1], dims[i + 1]}, st,
@@ -827,6 +828,78 @@ TEST(CudaRepack, ProgrammaticDependentLaunchChainIsExact) {
       ASSERT_TRUE(run(true, graph) == want) << "PDL chain differs from the plain chain (graph " << graph << ", rep " << rep << ")";
   cudaStreamDestroy(st);
   for (void* p : act) cudaFree(p);
+}
+
+// The overlapped launch reads nothing before the previous kernel has completed, so it is exact
+// even right after a kernel that writes its weights: repack A or B (alternately) into one
+// repacked buffer, then the GEMV on it, ten times back to back, in a stream and in a graph.
+// Each output must equal the plain-launch output of its own weight bit for bit; an early weight
+// read would mix the previous weight in (the two differ in every output).
+TEST(CudaRepack, OverlappedLaunchAfterARepackOfItsWeightsIsExact) {
+  REQUIRE_GPU();
+  const std::uint64_t seed = 4242;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::int64_t n = 16384, k = 4096;  // a 32 MB repack: microseconds of overlap to get wrong
+  const QuantizedWeight qa = random_weight(n, k, seed, 0.05f), qb = random_weight(n, k, seed + 1, 0.05f);
+  const DevWeight da(qa), db(qb);
+  const Tensor x = random_x(DType::kBF16, 1, k, seed);
+  void *dx = nullptr, *rp = nullptr, *rs = nullptr, *dy = nullptr;
+  const int reps = 10;
+  ASSERT_EQ(cudaMalloc(&dx, k * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&rp, qa.packed.size()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&rs, qa.scales.size()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dy, static_cast<std::size_t>(reps) * n * 2), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dx, x.data(), k * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  cudaStream_t st;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+  const MatrixView xv{dx, DType::kBF16, 1, k, k};
+  auto y_at = [&](int i) { return MatrixView{static_cast<std::uint8_t*>(dy) + static_cast<std::size_t>(i) * n * 2, DType::kBF16, 1, n, n}; };
+  auto fetch = [&](int i) {
+    std::vector<std::uint16_t> h(n);
+    EXPECT_EQ(cudaMemcpy(h.data(), y_at(i).data, n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  };
+  cuda::RepackedMatmulOptions plain;
+  plain.overlapped_launch = false;
+  cuda::quantized_matmul_repacked(xv, da.view(), y_at(0), st, plain);
+  cuda::quantized_matmul_repacked(xv, db.view(), y_at(1), st, plain);
+  ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+  const std::vector<std::uint16_t> want[2] = {fetch(0), fetch(1)};
+  int same = 0;
+  for (std::int64_t j = 0; j < n; ++j) same += want[0][j] == want[1][j];
+  ASSERT_LT(same, n / 100) << "weights A and B must give different outputs for the test to mean anything";
+  const cuda::RepackedWeightView shared{static_cast<std::uint8_t*>(rp), static_cast<std::uint8_t*>(rs), qa.tensor_scale(), n, k};
+  auto sequence = [&] {
+    for (int i = 0; i < reps; ++i) {
+      const DevWeight& w = i % 2 ? db : da;
+      cuda::repack_for_gemv_sm90(WeightView{static_cast<std::uint8_t*>(w.p), static_cast<std::uint8_t*>(w.s), w.ts, n, k},
+                                 static_cast<std::uint8_t*>(rp), static_cast<std::uint8_t*>(rs), st);
+      cuda::quantized_matmul_repacked(xv, shared, y_at(i), st);  // overlapped launch: the default
+    }
+  };
+  for (const bool graph : {false, true}) {
+    ASSERT_EQ(cudaMemset(dy, 0xFF, static_cast<std::size_t>(reps) * n * 2), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    if (graph) {
+      cudaGraph_t g;
+      cudaGraphExec_t ge;
+      ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+      sequence();
+      ASSERT_EQ(cudaStreamEndCapture(st, &g), cudaSuccess);
+      ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
+      ASSERT_EQ(cudaGraphLaunch(ge, st), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+      cudaGraphExecDestroy(ge);
+      cudaGraphDestroy(g);
+    } else {
+      sequence();
+      ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+    }
+    for (int i = 0; i < reps; ++i)
+      EXPECT_TRUE(fetch(i) == want[i % 2]) << "output " << i << " (weight " << (i % 2 ? "B" : "A") << ", graph " << graph << ")";
+  }
+  cudaStreamDestroy(st);
+  for (void* p : {dx, rp, rs, dy}) cudaFree(p);
 }
 
 #endif  // NVFP4_HAVE_CUDA

@@ -117,13 +117,15 @@ std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
         best.layout = layout;
         best.m_max = rp ? (m == 1 ? 8 : 16) : 0;
         best.us = 1e30;
+        RepackedMatmulOptions plain;  // tiles are compared launched plainly; the winner's overlap below
+        plain.overlapped_launch = false;
         for (const GemvTile& tile : candidates(k, layout)) {
           const double med = graph_us_per_call(st, launches, 5, [&](int i) {
             const std::size_t c = static_cast<std::size_t>(i) % copies;
             if (rp) {
               const RepackedWeightView wv{static_cast<const std::uint8_t*>(rpk[c]), static_cast<const std::uint8_t*>(rsc[c]),
                                           1.0f, n, k};
-              quantized_matmul_repacked_tile(xv, wv, yv, st, &tile);
+              quantized_matmul_repacked_tile(xv, wv, yv, st, &tile, nullptr, plain);
             } else {
               const WeightView wv{static_cast<const std::uint8_t*>(dp[c]), static_cast<const std::uint8_t*>(ds[c]), 1.0f, n, k};
               quantized_matmul_tile(xv, wv, yv, st, &tile);
@@ -141,9 +143,8 @@ std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
         double pdl_us = 0;
         if (rp) {
           // The winner once more with the overlapped launch (RepackedMatmulOptions): the entry
-          // refuses it where it is slower (on H200 a many-block grid was 11% slower with it).
-          RepackedMatmulOptions o;
-          o.overlap_previous_kernel = true;
+          // refuses it where it is slower (on H200 a many-block grid was 7% slower with it).
+          const RepackedMatmulOptions o;  // overlapped_launch (the default)
           pdl_us = graph_us_per_call(st, launches, 5, [&](int i) {
             const std::size_t c = static_cast<std::size_t>(i) % copies;
             const RepackedWeightView wv{static_cast<const std::uint8_t*>(rpk[c]), static_cast<const std::uint8_t*>(rsc[c]),

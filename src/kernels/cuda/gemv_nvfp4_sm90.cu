@@ -601,7 +601,8 @@ bool wa_ok(const GemvArgs& a, const GemvTile& tile) {
 // Repacked kernel ("rp"): weights in the gemv_sm90 layout (repack_nvfp4_sm90.h), bf16 operand
 // rows, 1..16 virtual rows (NB = 1 n8 tile for <= 8, 2 for <= 16): bf16 activations as they
 // are, fp16 / fp32 as 2 / 3 exact bf16 pieces prepared by the API layer and summed in the
-// epilogue (reduce_and_store). Optional programmatic dependent launch (GemvArgs::pdl). Per lane and 64-k chunk: one 16-byte
+// epilogue (reduce_and_store). Overlapped (programmatic dependent) launch when GemvArgs::pdl.
+// Per lane and 64-k chunk: one 16-byte
 // load = 32 weights = the A fragments of 4 mma steps for rows g, g+8; per 2 chunks one 4-byte
 // scale load. Per 32 weights (bf16 SASS budget, predicted): decode 4 x 8 ops, 16 HMUL2, 4 HMMA
 // per n8 tile, 4 scale ops, ~1 activation load (shared by the RT row tiles): ~2 per weight
@@ -637,12 +638,11 @@ __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepc
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
 // The rp main loop: chunk pairs [c_beg, c_end) of RT row tiles (bases wt/st include this lane's
-// offset) against NB n8 tiles of activations (rows xr, valid xv), added to acc. `before_loop`
-// runs after the first pair's loads are issued (the PDL wait goes there).
-template <int RT, int NB, class BeforeLoop>
+// offset) against NB n8 tiles of activations (rows xr, valid xv), added to acc.
+template <int RT, int NB>
 __device__ __forceinline__ void rp_accumulate(const std::uint8_t* const (&wt)[RT], const std::uint8_t* const (&st)[RT],
                                               const std::uint16_t* const (&xr)[NB], const bool (&xv)[NB], int c_beg,
-                                              int c_end, float (&acc)[RT][NB][4], BeforeLoop before_loop) {
+                                              int c_end, float (&acc)[RT][NB][4]) {
   auto load = [&](int cp, uint4 (&w)[RT][2], std::uint32_t (&s)[RT]) {
     const std::uint32_t wo = static_cast<std::uint32_t>(cp) * 1024u, so = static_cast<std::uint32_t>(cp) * 128u;
 #pragma unroll
@@ -691,7 +691,6 @@ __device__ __forceinline__ void rp_accumulate(const std::uint8_t* const (&wt)[RT
   uint4 wa[RT][2], wb[RT][2];
   std::uint32_t sa[RT], sb[RT];
   if (c_beg < c_end) load(c_beg, wa, sa);
-  before_loop();
   for (int cp = c_beg; cp < c_end; cp += 2) {
     if (cp + 1 < c_end) load(cp + 1, wb, sb);  // warp-uniform
     compute(cp, wa, sa);
@@ -716,9 +715,8 @@ __device__ __forceinline__ void rp_activation_rows(const GemvArgs& p, int g, int
 
 // Static schedule: block = `groups` column groups x k_split warps; warp (grp, slice) owns RT row
 // tiles and the slice's contiguous chunk pairs; partials meet in shared memory.
-// PDL: instantiated separately so that the default launch runs exactly the kernel without the
-// griddepcontrol prologue.
-template <int RT, int NB, bool PDL>
+// One instantiation for both launches: without the PDL attribute griddepcontrol is a no-op.
+template <int RT, int NB>
 __global__ void __launch_bounds__(512) gemv_nvfp4_rp_kernel(GemvArgs p, int k_split) {
   extern __shared__ float rp_red[];
   const auto ws = warp_slot<int>(k_split, static_cast<int>(p.k / 128));  // k-steps: chunk pairs
@@ -727,13 +725,25 @@ __global__ void __launch_bounds__(512) gemv_nvfp4_rp_kernel(GemvArgs p, int k_sp
   const int ntiles = static_cast<int>(p.n / 16);
   const int tile0 = (blockIdx.x * groups + ws.grp) * RT;
 
+  // Overlapped launch (PDL): this grid may already be resident while the previous kernel on the
+  // stream finishes; let the next one be scheduled the same way, then wait until the previous
+  // one has completed and its writes are visible, before any global read. Loading the first
+  // weights before the wait measured no faster (Llama-3-8B decode, docs/perf-cuda.md 14) and
+  // would race with a kernel that writes them, so nothing is read early. The weight loads are
+  // asm without a memory operand: their bases pass through a volatile asm after the wait
+  // (volatile asm statements keep their order), so no load can be hoisted above it.
+  const std::uint8_t* packed = p.packed;
+  const std::uint8_t* scales = p.scales;
+  pdl_launch_dependents();
+  pdl_wait();
+  asm volatile("" : "+l"(packed), "+l"(scales));
   const std::uint8_t* wt[RT];
   const std::uint8_t* st[RT];
 #pragma unroll
   for (int r = 0; r < RT; ++r) {
     const int tl = tile0 + r < ntiles ? tile0 + r : 0;  // past the end: read tile 0, store nothing
-    wt[r] = p.packed + static_cast<std::size_t>(tl) * (8 * p.k) + lane * 16;
-    st[r] = p.scales + static_cast<std::size_t>(tl) * p.k + lane * 4;
+    wt[r] = packed + static_cast<std::size_t>(tl) * (8 * p.k) + lane * 16;
+    st[r] = scales + static_cast<std::size_t>(tl) * p.k + lane * 4;
   }
   const std::uint16_t* xr[NB];
   bool xv[NB];
@@ -745,14 +755,7 @@ __global__ void __launch_bounds__(512) gemv_nvfp4_rp_kernel(GemvArgs p, int k_sp
     for (int b = 0; b < NB; ++b)
 #pragma unroll
       for (int c = 0; c < 4; ++c) acc[r][b][c] = 0.0f;
-  // With PDL the first chunk pair of weights (constant across the decode chain: the API's
-  // contract) is loaded before the wait; activations and the output only after it. Prefetching
-  // more of the warp's weights into L2 before the wait (cp.async.bulk.prefetch.L2, 2 or 8 chunk
-  // pairs) measured no better or worse (docs/perf-cuda.md 9), so it is not done.
-  if constexpr (PDL) pdl_launch_dependents();
-  rp_accumulate<RT, NB>(wt, st, xr, xv, c_beg, c_end, acc, [] {
-    if constexpr (PDL) pdl_wait();
-  });
+  rp_accumulate<RT, NB>(wt, st, xr, xv, c_beg, c_end, acc);
   reduce_and_store<RT, NB>(acc, rp_red, p, warp, k_split, groups, g, t);
 }
 
@@ -763,10 +766,6 @@ cudaError_t launch_rp(const GemvArgs& a, const GemvTile& tile, cudaStream_t stre
   const std::int64_t rows_blk = static_cast<std::int64_t>(groups) * 16 * RT;
   const std::int64_t blocks = (a.n + rows_blk - 1) / rows_blk;
   const std::size_t smem = static_cast<std::size_t>(warps) * a.pieces * a.m_rows * 16 * RT * sizeof(float);  // <= 32 KB
-  if (!a.pdl) {
-    gemv_nvfp4_rp_kernel<RT, NB, false><<<static_cast<unsigned>(blocks), warps * 32, smem, stream>>>(a, ks);
-    return cudaGetLastError();
-  }
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(blocks));
   cfg.blockDim = dim3(static_cast<unsigned>(warps * 32));
@@ -774,10 +773,10 @@ cudaError_t launch_rp(const GemvArgs& a, const GemvTile& tile, cudaStream_t stre
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  attr[0].val.programmaticStreamSerializationAllowed = a.pdl ? 1 : 0;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, gemv_nvfp4_rp_kernel<RT, NB, true>, a, ks);
+  return cudaLaunchKernelEx(&cfg, gemv_nvfp4_rp_kernel<RT, NB>, a, ks);
 }
 
 // One thread per (row tile, chunk, lane): 16 packed bytes, and the 4 scale bytes on even chunks.

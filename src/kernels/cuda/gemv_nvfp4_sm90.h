@@ -28,7 +28,8 @@ struct GemvArgs {
   void* y = nullptr;
   int y_dtype = 0;      // nvfp4::DType as int
   std::int64_t y_stride = 0;
-  // Repacked kernel only: programmatic dependent launch (RepackedMatmulOptions in nvfp4/cuda.h).
+  // Repacked kernel only: overlapped (programmatic dependent) launch, RepackedMatmulOptions in
+  // nvfp4/cuda.h; the kernel waits for the previous kernel before any global read.
   bool pdl = false;
 };
 

@@ -282,7 +282,7 @@ void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightVie
   const int pieces = x.dtype == DType::kF32 ? 3 : (x.dtype == DType::kF16 ? 2 : 1);
   const bool direct = pieces == 1 && rows_readable_in_place(x, w.k);
   GemvArgs a = weight_args(wv);
-  a.pdl = options.overlap_previous_kernel;
+  a.pdl = options.overlapped_launch;
   const int cc = tile_in ? 0 : device_cc();
   std::string name;
   run_row_chunks(op, shape, x, y, pieces, direct, kMaxRows / pieces, stream, a, [&](const GemvArgs& la) {
