@@ -645,10 +645,10 @@ __device__ __forceinline__ void rp_accumulate(const std::uint8_t* const (&wt)[RT
                                               int c_end, float (&acc)[RT][NB][4]) {
   // Loads by half pair: half h of pair cp into w[.][h]; the scales with half 1.
   auto load_half = [&](int cp, int h, uint4 (&w)[RT][2], std::uint32_t (&s)[RT]) {
-    const std::uint32_t wo = static_cast<std::uint32_t>(cp) * 1024u + 512u * h, so = static_cast<std::uint32_t>(cp) * 128u;
+    const std::uint32_t wo = static_cast<std::uint32_t>(cp) * 1024u, so = static_cast<std::uint32_t>(cp) * 128u;
 #pragma unroll
     for (int r = 0; r < RT; ++r) {
-      w[r][h] = ld_stream16_nohint(wt[r] + wo);
+      w[r][h] = ld_stream16_nohint(wt[r] + wo + 512 * h);
       if (h) s[r] = ld_stream4(st[r] + so);
     }
   };
@@ -693,13 +693,19 @@ __device__ __forceinline__ void rp_accumulate(const std::uint8_t* const (&wt)[RT
   // slower at M = 1, where whole pairs stay (H200 A/B, docs/perf-cuda.md 14).
   constexpr bool kRolling = NB == 2;
   auto load = [&](int cp, uint4 (&w)[RT][2], std::uint32_t (&s)[RT]) {
-    load_half(cp, 0, w, s);
-    load_half(cp, 1, w, s);
+    const std::uint32_t wo = static_cast<std::uint32_t>(cp) * 1024u, so = static_cast<std::uint32_t>(cp) * 128u;
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+      w[r][0] = ld_stream16_nohint(wt[r] + wo);
+      w[r][1] = ld_stream16_nohint(wt[r] + wo + 512);
+      s[r] = ld_stream4(st[r] + so);
+    }
   };
   uint4 wa[RT][2], wb[RT][2];
   std::uint32_t sa[RT], sb[RT];
   if (c_beg < c_end) load(c_beg, wa, sa);
-  if (kRolling && c_beg + 1 < c_end) load(c_beg + 1, wb, sb);
+  if constexpr (kRolling)
+    if (c_beg + 1 < c_end) load(c_beg + 1, wb, sb);
   // One pair: computed from (w, s), whose halves are then refilled with pair `next` (rolling).
   auto step = [&](int cp, int next, uint4 (&w)[RT][2], std::uint32_t (&s)[RT]) {
     compute_half(cp, 0, w, s);
@@ -708,10 +714,12 @@ __device__ __forceinline__ void rp_accumulate(const std::uint8_t* const (&wt)[RT
     if (kRolling && next < c_end) load_half(next, 1, w, s);
   };
   for (int cp = c_beg; cp < c_end; cp += 2) {
-    if (!kRolling && cp + 1 < c_end) load(cp + 1, wb, sb);
+    if constexpr (!kRolling)
+      if (cp + 1 < c_end) load(cp + 1, wb, sb);  // warp-uniform
     step(cp, cp + 2, wa, sa);
     if (cp + 1 >= c_end) break;
-    if (!kRolling && cp + 2 < c_end) load(cp + 2, wa, sa);
+    if constexpr (!kRolling)
+      if (cp + 2 < c_end) load(cp + 2, wa, sa);
     step(cp + 1, cp + 3, wb, sb);
   }
 }
