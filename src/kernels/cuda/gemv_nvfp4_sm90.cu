@@ -643,17 +643,18 @@ template <int RT, int NB>
 __device__ __forceinline__ void rp_accumulate(const std::uint8_t* const (&wt)[RT], const std::uint8_t* const (&st)[RT],
                                               const std::uint16_t* const (&xr)[NB], const bool (&xv)[NB], int c_beg,
                                               int c_end, float (&acc)[RT][NB][4]) {
-  // Loads by half pair: half h of pair cp into w[.][h]; the scales with half 1.
-  auto load_half = [&](int cp, int h, uint4 (&w)[RT][2], std::uint32_t (&s)[RT]) {
+  auto load = [&](int cp, uint4 (&w)[RT][2], std::uint32_t (&s)[RT]) {
     const std::uint32_t wo = static_cast<std::uint32_t>(cp) * 1024u, so = static_cast<std::uint32_t>(cp) * 128u;
 #pragma unroll
     for (int r = 0; r < RT; ++r) {
-      w[r][h] = ld_stream16_nohint(wt[r] + wo + 512 * h);
-      if (h) s[r] = ld_stream4(st[r] + so);
+      w[r][0] = ld_stream16_nohint(wt[r] + wo);
+      w[r][1] = ld_stream16_nohint(wt[r] + wo + 512);
+      s[r] = ld_stream4(st[r] + so);
     }
   };
-  auto compute_half = [&](int cp, int h, const uint4 (&w)[RT][2], const std::uint32_t (&s)[RT]) {
-    {
+  auto compute = [&](int cp, const uint4 (&w)[RT][2], const std::uint32_t (&s)[RT]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
       std::uint32_t xw[NB][8];
 #pragma unroll
       for (int b = 0; b < NB; ++b) {
@@ -687,40 +688,15 @@ __device__ __forceinline__ void rp_accumulate(const std::uint8_t* const (&wt)[RT
       }
     }
   };
-  // Register double buffer: pair cp + 1 is in flight while pair cp is computed. M = 9..16
-  // (NB = 2) refills each half's registers with the pair two ahead as soon as that half is
-  // computed (1 to 1.5 pairs in flight per warp): 7% faster at M = 16 (16384^2), but 0-10%
-  // slower at M = 1, where whole pairs stay (H200 A/B, docs/perf-cuda.md 14).
-  constexpr bool kRolling = NB == 2;
-  auto load = [&](int cp, uint4 (&w)[RT][2], std::uint32_t (&s)[RT]) {
-    const std::uint32_t wo = static_cast<std::uint32_t>(cp) * 1024u, so = static_cast<std::uint32_t>(cp) * 128u;
-#pragma unroll
-    for (int r = 0; r < RT; ++r) {
-      w[r][0] = ld_stream16_nohint(wt[r] + wo);
-      w[r][1] = ld_stream16_nohint(wt[r] + wo + 512);
-      s[r] = ld_stream4(st[r] + so);
-    }
-  };
   uint4 wa[RT][2], wb[RT][2];
   std::uint32_t sa[RT], sb[RT];
   if (c_beg < c_end) load(c_beg, wa, sa);
-  if constexpr (kRolling)
-    if (c_beg + 1 < c_end) load(c_beg + 1, wb, sb);
-  // One pair: computed from (w, s), whose halves are then refilled with pair `next` (rolling).
-  auto step = [&](int cp, int next, uint4 (&w)[RT][2], std::uint32_t (&s)[RT]) {
-    compute_half(cp, 0, w, s);
-    if (kRolling && next < c_end) load_half(next, 0, w, s);  // warp-uniform
-    compute_half(cp, 1, w, s);
-    if (kRolling && next < c_end) load_half(next, 1, w, s);
-  };
   for (int cp = c_beg; cp < c_end; cp += 2) {
-    if constexpr (!kRolling)
-      if (cp + 1 < c_end) load(cp + 1, wb, sb);  // warp-uniform
-    step(cp, cp + 2, wa, sa);
+    if (cp + 1 < c_end) load(cp + 1, wb, sb);  // warp-uniform
+    compute(cp, wa, sa);
     if (cp + 1 >= c_end) break;
-    if constexpr (!kRolling)
-      if (cp + 2 < c_end) load(cp + 2, wa, sa);
-    step(cp + 1, cp + 3, wb, sb);
+    if (cp + 2 < c_end) load(cp + 2, wa, sa);
+    compute(cp + 1, wb, sb);
   }
 }
 
