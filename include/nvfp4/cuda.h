@@ -47,10 +47,10 @@ struct RepackedMatmulOptions {
   // blocks may be scheduled while the previous kernel on `stream` finishes; each waits until
   // that kernel has completed and its writes are visible before it reads anything, so the
   // result is the plain launch's whatever the previous kernel wrote (weights included). It
-  // hides the launch gap between back-to-back kernels: a Llama-3-8B decode token took 9% less
-  // time on H200 (docs/perf-cuda.md 14). Applied per shape where the tuning table measured it
-  // no slower (its "overlap" flag: a many-block grid such as 28672 x 4096 was 7% slower);
-  // elsewhere, and with false, the call launches plainly.
+  // hides the launch gap between back-to-back kernels: a Llama-3-8B decode token took 3.6-9.3%
+  // less time on H200 (two machines, docs/perf-cuda.md 14). Applied per shape where the tuning
+  // table measured it no slower (its "overlap" flag: a many-block grid such as 28672 x 4096 was
+  // 7-11% slower); elsewhere, and with false, the call launches plainly.
   bool overlapped_launch = true;
 };
 
