@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -601,6 +602,26 @@ TEST(CudaGemm, PrefillPathOneHotAndOracle) {
 // Repacked path on the GPU: device repack == host reference byte for byte; one-hot rows recover
 // dequantize_ref exactly; random rows match the oracle (same tolerance) for M = 1..33 and every
 // tile; unsupported dtypes/shapes are errors.
+// Runs `work` (stream-ordered launches on st) directly, or captured into a CUDA graph that is
+// then launched once; synchronizes st either way.
+void run_direct_or_in_graph(cudaStream_t st, bool graph, const std::function<void()>& work) {
+  if (!graph) {
+    work();
+    EXPECT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+    return;
+  }
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  work();
+  ASSERT_EQ(cudaStreamEndCapture(st, &g), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
+  EXPECT_EQ(cudaGraphLaunch(ge, st), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+}
+
 struct DevWeight {
   void *p = nullptr, *s = nullptr, *rp = nullptr, *rs = nullptr;
   std::int64_t n = 0, k = 0;
@@ -780,21 +801,7 @@ TEST(CudaRepack, ProgrammaticDependentLaunchChainIsExact) {
     cudaMemcpy(act[0], x0.data(), dims[0] * 2, cudaMemcpyHostToDevice);
     for (std::size_t i = 1; i < dims.size(); ++i) cudaMemset(act[i], 0xFF, dims[i] * 2);  // NaN
     cudaDeviceSynchronize();
-    if (graph) {
-      cudaGraph_t g;
-      cudaGraphExec_t ge;
-      EXPECT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-      chain(pdl);
-      EXPECT_EQ(cudaStreamEndCapture(st, &g), cudaSuccess);
-      EXPECT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
-      EXPECT_EQ(cudaGraphLaunch(ge, st), cudaSuccess);
-      EXPECT_EQ(cudaStreamSynchronize(st), cudaSuccess);
-      cudaGraphExecDestroy(ge);
-      cudaGraphDestroy(g);
-    } else {
-      chain(pdl);
-      EXPECT_EQ(cudaStreamSynchronize(st), cudaSuccess);
-    }
+    run_direct_or_in_graph(st, graph, [&] { chain(pdl); });
     std::vector<std::uint16_t> out(dims.back());
     cudaMemcpy(out.data(), act.back(), out.size() * 2, cudaMemcpyDeviceToHost);
     return out;
@@ -880,21 +887,7 @@ TEST(CudaRepack, OverlappedLaunchAfterARepackOfItsWeightsIsExact) {
   for (const bool graph : {false, true}) {
     ASSERT_EQ(cudaMemset(dy, 0xFF, static_cast<std::size_t>(reps) * n * 2), cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    if (graph) {
-      cudaGraph_t g;
-      cudaGraphExec_t ge;
-      ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-      sequence();
-      ASSERT_EQ(cudaStreamEndCapture(st, &g), cudaSuccess);
-      ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
-      ASSERT_EQ(cudaGraphLaunch(ge, st), cudaSuccess);
-      ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
-      cudaGraphExecDestroy(ge);
-      cudaGraphDestroy(g);
-    } else {
-      sequence();
-      ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
-    }
+    run_direct_or_in_graph(st, graph, sequence);
     for (int i = 0; i < reps; ++i)
       EXPECT_TRUE(fetch(i) == want[i % 2]) << "output " << i << " (weight " << (i % 2 ? "B" : "A") << ", graph " << graph << ")";
   }
