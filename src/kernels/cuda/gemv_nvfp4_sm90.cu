@@ -602,9 +602,8 @@ bool wa_ok(const GemvArgs& a, const GemvTile& tile) {
 // rows, 1..16 virtual rows (NB = 1 n8 tile for <= 8, 2 for <= 16): bf16 activations as they
 // are, fp16 / fp32 as 2 / 3 exact bf16 pieces prepared by the API layer and summed in the
 // epilogue (reduce_and_store). Overlapped (programmatic dependent) launch when GemvArgs::pdl.
-// Per lane and 64-k chunk: one 16-byte
-// load = 32 weights = the A fragments of 4 mma steps for rows g, g+8; per 2 chunks one 4-byte
-// scale load. Per 32 weights (bf16 SASS budget, predicted): decode 4 x 8 ops, 16 HMUL2, 4 HMMA
+// Per lane and 64-k chunk: one 16-byte load = 32 weights = the A fragments of 4 mma steps for
+// rows g, g+8; per 2 chunks one 4-byte scale load. Per 32 weights (bf16 SASS budget, predicted): decode 4 x 8 ops, 16 HMUL2, 4 HMMA
 // per n8 tile, 4 scale ops, ~1 activation load (shared by the RT row tiles): ~2 per weight
 // against 3.7 for the wa kernel (docs/perf-cuda.md 7). B = the lane's own activation words
 // (no PRMT). Addressing: one 64-bit base per row tile, 32-bit offsets, a register double buffer
