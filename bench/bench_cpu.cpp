@@ -39,6 +39,7 @@
 #include "bench/host_buffer.h"
 #include "kernels/cpu/matmul_cpu.h"
 #include "kernels/cpu/parallel_for.h"
+#include "nvfp4/cpu.h"
 #include "nvfp4/error.h"
 #include "nvfp4/ops.h"
 #include "nvfp4/quantize.h"
@@ -131,6 +132,22 @@ double stream_read_once_gbps(const std::uint8_t* p, std::int64_t bytes) {
   });
   const double us = now_us() - t0;
   return static_cast<double>(bytes / 64 * 64) / (us * 1e3);
+}
+
+// A CPU shape row before timing: what ran, on what, and its validation against the oracle.
+Row shape_row(const std::string& kernel, const std::string& variant, const Shape& s, DType dt, bool cold, double bytes,
+              double err, double tol) {
+  Row r;
+  r.backend = "cpu";
+  r.kernel = kernel;
+  r.variant = variant;
+  r.shape = s;
+  r.dtype = dt;
+  r.cold = cold;
+  r.bytes = bytes;
+  r.max_rel_err = err;
+  r.validated = err <= tol;
+  return r;
 }
 
 double median_of(std::vector<double> v) {
@@ -233,31 +250,48 @@ std::vector<Row> run_cpu(const Options& o) {
     std::vector<float> got(static_cast<std::size_t>(ms * s.n));
     for (std::int64_t i = 0; i < ms * s.n; ++i) got[static_cast<std::size_t>(i)] = y.get(i);
     const double err = rel_err(got, s.n, ref, ms, ns);
-    for (bool cold : {true, false}) {
-      if (cold && !o.cold) continue;
-      Row r;
-      r.backend = "cpu";
-      r.kernel = cpu::cpu_kernel_name(s.m, o.dtype);
-      r.variant = "nvfp4";
-      r.shape = s;
-      r.dtype = o.dtype;
-      r.cold = cold;
-      r.bytes = nvfp4_matmul_bytes(s, o.dtype);
-      r.max_rel_err = err;
-      r.validated = err <= 1e-2;
-      auto kernel_call = [&](int c) { quantized_matmul(xv, wview(c), yv, Backend::kCpu); };
-      if (cold) {
-        std::vector<double> read_gbps;
-        r.samples_us = time_calls(o, copies, kernel_call,
-                                  [&](int c) { return stream_read_once_gbps(pool.data() + c * wbytes, wbytes); },
-                                  &read_gbps);
-        ceiling = median_of(read_gbps);
-      } else {
-        r.samples_us = time_calls(o, 1, kernel_call);
+    // Cold and hot rows of one NVFP4 variant; `base` is the rotation its calls read (the
+    // interleaved streaming reads touch its other copies). The first cold row measures the
+    // shape's ceiling; every later row carries it (one ceiling per shape).
+    bool have_ceiling = !o.cold;
+    auto nvfp4_rows = [&](const char* variant, const std::string& kernel, double verr,
+                          const std::function<void(int)>& call, const std::uint8_t* base) {
+      for (bool cold : {true, false}) {
+        if (cold && !o.cold) continue;
+        Row r = shape_row(kernel, variant, s, o.dtype, cold, nvfp4_matmul_bytes(s, o.dtype), verr, 1e-2);
+        if (cold) {
+          std::vector<double> read_gbps;
+          r.samples_us = time_calls(o, copies, call, [&](int c) { return stream_read_once_gbps(base + c * wbytes, wbytes); },
+                                    &read_gbps);
+          if (!have_ceiling) ceiling = median_of(read_gbps);
+          have_ceiling = true;
+        } else {
+          r.samples_us = time_calls(o, 1, call);
+        }
+        r.ceiling_gbps = ceiling;
+        fill_stats(r);
+        rows.push_back(std::move(r));
       }
-      r.ceiling_gbps = ceiling;  // the cold row runs first: hot rows get its interleaved median
-      fill_stats(r);
-      rows.push_back(std::move(r));
+    };
+    nvfp4_rows("nvfp4", cpu::cpu_kernel_name(s.m, o.dtype), err,
+               [&](int c) { quantized_matmul(xv, wview(c), yv, Backend::kCpu); }, pool.data());
+    // --- NVFP4 on pre-split weights (cpu::repack_for_gemv_cpu, once per rotation copy, untimed):
+    // the decode GEMV without its two shuffles per chunk (include/nvfp4/cpu.h), M <= 8 where this
+    // CPU runs it; same rotation, validation and interleaved reads as the row above.
+    if (s.m <= 8 && cpu::repack_for_gemv_cpu_supported()) {
+      HostBuffer rpool(static_cast<std::size_t>(wbytes * copies));
+      cpu::parallel_for(copies, [&](std::int64_t c) {
+        cpu::repack_for_gemv_cpu(wview(static_cast<int>(c)), rpool.data() + c * wbytes);
+        std::memcpy(rpool.data() + c * wbytes + pbytes, qw.scales.data(), static_cast<std::size_t>(sbytes));
+      });
+      auto rview = [&](int c) {
+        return cpu::CpuRepackedWeightView{rpool.data() + c * wbytes, rpool.data() + c * wbytes + pbytes, qw.tensor_scale(),
+                                          s.n, s.k};
+      };
+      cpu::quantized_matmul_repacked(xv, rview(0), yv);
+      for (std::int64_t i = 0; i < ms * s.n; ++i) got[static_cast<std::size_t>(i)] = y.get(i);
+      nvfp4_rows("nvfp4_repacked", "gemv_nvfp4_avx512bf16_presplit", rel_err(got, s.n, ref, ms, ns),
+                 [&](int c) { cpu::quantized_matmul_repacked(xv, rview(c), yv); }, rpool.data());
     }
     pool = HostBuffer();  // release the rotation before the dense baseline allocates its own
 
@@ -311,18 +345,11 @@ std::vector<Row> run_cpu(const Options& o) {
       const double derr = rel_err(yd, s.n, ref, ms, ns);
       for (bool cold : {true, false}) {
         if (cold && !o.cold) continue;
-        Row r;
-        r.backend = "cpu";
-        r.kernel = kname;
-        r.variant = variant;
-        r.shape = s;
-        r.dtype = bdt;
-        r.cold = cold;
-        r.bytes = static_cast<double>(dbytes) + static_cast<double>(s.m) * s.k * dtype_size(bdt) +
-                  static_cast<double>(s.m) * s.n * 4;
+        Row r = shape_row(kname, variant, s, bdt, cold,
+                          static_cast<double>(dbytes) + static_cast<double>(s.m) * s.k * dtype_size(bdt) +
+                              static_cast<double>(s.m) * s.n * 4,
+                          derr, 1.0 / 64);
         r.ceiling_gbps = ceiling;
-        r.max_rel_err = derr;
-        r.validated = derr <= 1.0 / 64;
         r.samples_us = time_calls(o, cold ? dcopies : 1, call);
         fill_stats(r);
         rows.push_back(std::move(r));

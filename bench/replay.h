@@ -38,9 +38,10 @@ struct ReplayOptions {
   DType dtype = DType::kBF16;      // activations/outputs of the NVFP4 layers
   std::string backend = "cpu";     // "cpu" or "cuda"
   bool nvfp4 = true;               // run the NVFP4 replay
-  // CUDA decode runs on weights repacked once at load for the decode GEMV
-  // (nvfp4::cuda::repack_for_gemv_sm90, what an engine would do); true keeps the canonical
-  // checkpoint layout (the A/B of the repack: `compare --b "self --canonical"`).
+  // Decode runs on weights repacked once at load for the decode GEMV (CUDA:
+  // nvfp4::cuda::repack_for_gemv_sm90; CPU with AVX512-BF16+VBMI: nvfp4::cpu::repack_for_gemv_cpu),
+  // what an engine would do; true keeps the canonical checkpoint layout (the A/B of the repack:
+  // `compare --a "self --canonical" --b self`).
   bool canonical_layout = false;
   // CUDA decode on repacked weights: launch the GEMVs plainly instead of overlapped
   // (RepackedMatmulOptions::overlapped_launch, the API's default; the A/B:

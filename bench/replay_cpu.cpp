@@ -19,6 +19,7 @@
 
 #include "bench/host_buffer.h"
 #include "bench/replay.h"
+#include "nvfp4/cpu.h"
 #include "nvfp4/error.h"
 #include "nvfp4/format.h"
 #include "nvfp4/ops.h"
@@ -78,8 +79,13 @@ class CpuNvfp4Replay final : public ReplayEngine {
   CpuNvfp4Replay(const ReplayOptions& o, const std::vector<Linear>& ls) : o_(o), ls_(ls) {
     info_.variant = "nvfp4";
     info_.backend = "cpu";
-    info_.kernel = "nvfp4::quantized_matmul(Backend::kCpu)";
     fill_traffic(o, ls, false, info_);
+    // Decode (M <= 8) on weights pre-split once at load (cpu::repack_for_gemv_cpu, as an engine
+    // would) where this CPU runs that GEMV, unless --canonical; every linear, or none.
+    presplit_ = !o.canonical_layout && cpu::repack_for_gemv_cpu_supported() &&
+                std::all_of(ls.begin(), ls.end(), [&](const Linear& l) { return linear_m(o, l) <= 8; });
+    info_.kernel = presplit_ ? "nvfp4::cpu::quantized_matmul_repacked (weights pre-split at load)"
+                             : "nvfp4::quantized_matmul(Backend::kCpu)";
     std::uint64_t seed = o.seed * 1000003;
     for (const auto& l : ls) {
       const auto nk = static_cast<std::size_t>(l.n * l.k);
@@ -87,6 +93,23 @@ class CpuNvfp4Replay final : public ReplayEngine {
       scales_.emplace_back(nk / kBlockSize);
       fill_random_bytes(packed_.back().data(), nk / 2, ++seed);
       fill_random_scales(scales_.back().data(), nk / kBlockSize, ++seed);
+      if (presplit_) {
+        // Random canonical bytes -> pre-split, through an 8 MiB window of rows (no second copy of
+        // a layer in memory: the replay's peak memory stays the weights'); layer 0 keeps its
+        // canonical bytes for the oracle (validate).
+        if (packed_.size() == 1) {
+          canonical0_ = Buf(nk / 2);
+          std::memcpy(canonical0_.data(), packed_.back().data(), nk / 2);
+        }
+        const std::int64_t rb = std::max<std::int64_t>(1, (8 << 20) / (l.k / 2));
+        Buf window(static_cast<std::size_t>(std::min(rb, l.n) * (l.k / 2)));
+        for (std::int64_t r0 = 0; r0 < l.n; r0 += rb) {
+          const std::int64_t rows = std::min(rb, l.n - r0);
+          std::uint8_t* at = packed_.back().data() + r0 * (l.k / 2);
+          std::memcpy(window.data(), at, static_cast<std::size_t>(rows * (l.k / 2)));
+          cpu::repack_for_gemv_cpu(WeightView{window.data(), scales_.back().data() + r0 * (l.k / kBlockSize), 1.0f, rows, l.k}, at);
+        }
+      }
       const std::int64_t m = linear_m(o, l);
       // One activation buffer per (K, M): layers reading the same width share their input, as in
       // a real forward pass where q/k/v (and gate/up) read the same normalised hidden state.
@@ -112,14 +135,21 @@ class CpuNvfp4Replay final : public ReplayEngine {
     const std::int64_t m = linear_m(o_, l);
     return {x_.at({l.k, m}).data(), o_.dtype, m, l.k, l.k};
   }
+  // The canonical view (the oracle's; with pre-split weights only layer 0 has one).
   WeightView w_view(std::size_t i) {
     // Tensor scale ~1e-4: with scales 8..448 and codes up to 6 the weights are O(0.01-0.1), as in LLMs.
-    return {packed_[i].data(), scales_[i].data(), 1.0f / 4096, ls_[i].n, ls_[i].k};
+    const std::uint8_t* p = presplit_ ? canonical0_.data() : packed_[i].data();
+    return {p, scales_[i].data(), kTensorScale, ls_[i].n, ls_[i].k};
   }
   void matmul(std::size_t i) {
     const std::int64_t m = linear_m(o_, ls_[i]);
     MatrixView y{y_[i].data(), o_.dtype, m, ls_[i].n, ls_[i].n};
-    quantized_matmul(x_view(i), w_view(i), y, Backend::kCpu);
+    if (presplit_)
+      cpu::quantized_matmul_repacked(x_view(i), cpu::CpuRepackedWeightView{packed_[i].data(), scales_[i].data(), kTensorScale,
+                                                                           ls_[i].n, ls_[i].k},
+                                     y);
+    else
+      quantized_matmul(x_view(i), w_view(i), y, Backend::kCpu);
   }
 
   void validate() {
@@ -158,6 +188,9 @@ class CpuNvfp4Replay final : public ReplayEngine {
   ReplayOptions o_;
   std::vector<Linear> ls_;
   ReplayVariant info_;
+  static constexpr float kTensorScale = 1.0f / 4096;
+  bool presplit_ = false;
+  Buf canonical0_;  // layer 0's canonical bytes when packed_ holds pre-split ones
   std::vector<Buf> packed_, scales_, y_;
   std::map<std::pair<std::int64_t, std::int64_t>, Buf> x_;
 };

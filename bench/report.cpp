@@ -228,10 +228,12 @@ std::vector<RooflinePoint> roofline_points(const std::vector<ReplayResult>& rs, 
   for (const auto& r : rs)
     for (const auto& v : r.variants)
       p.push_back({fmt::format("{} {} {}", r.options.model.name, replay_mode_name(r.options.mode), v.variant), v.flops / v.bytes, v.gflops,
-                   v.variant != "nvfp4"});
-  for (const auto& r : rows)
+                   v.variant.rfind("nvfp4", 0) != 0});
+  for (const auto& r : rows) {
+    if (r.gflops <= 0) continue;  // the yardstick rows (read_floor, launch_floor) do no arithmetic
     p.push_back({fmt::format("{}x{}x{} {} {}", r.shape.m, r.shape.n, r.shape.k, r.variant, r.cold ? "cold" : "hot"), r.bytes > 0 ? 2.0 * r.shape.m * r.shape.n * r.shape.k / r.bytes : 0,
-                 r.gflops, r.variant != "nvfp4"});
+                 r.gflops, r.variant.rfind("nvfp4", 0) != 0});
+  }
   return p;
 }
 

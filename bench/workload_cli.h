@@ -45,8 +45,8 @@ struct WorkloadArgs {
     c->add_option("--extra-work", extra_work, "add one extra linear holding this fraction of the weights "
                                               "(0.03 = 3% more work; for testing A/B detection)");
     c->add_option("--seed", seed, "seed of the random weights and activations");
-    c->add_flag("--canonical", canonical, "cuda decode: keep the canonical checkpoint layout instead of the "
-                                          "weights repacked for the GEMV at load time");
+    c->add_flag("--canonical", canonical, "decode (CUDA; CPU with AVX512-BF16+VBMI): keep the canonical checkpoint "
+                                          "layout instead of the weights repacked for the GEMV at load time");
     c->add_flag("--plain-launch", plain_launch,
                 "cuda decode: launch the repacked GEMVs plainly instead of overlapped (by default each may be "
                 "scheduled during the previous kernel's tail where the tuning table allows it; nvfp4/cuda.h "

@@ -63,7 +63,7 @@ if [ -n "${NVFP4_PREBUILT:-}" ] && "$NVFP4_PREBUILT/nvfp4_test_cuda" --gtest_lis
   TB=$NVFP4_PREBUILT/nvfp4_test_cuda
   BB=$NVFP4_PREBUILT/nvfp4_bench_cuda
   CLI=$NVFP4_PREBUILT/nvfp4
-  CPUT="$NVFP4_PREBUILT/test_matmul_cpu $NVFP4_PREBUILT/test_gemv_amx"
+  CPUT="$NVFP4_PREBUILT/test_matmul_cpu $NVFP4_PREBUILT/test_gemv_amx $NVFP4_PREBUILT/test_repack_cpu"
   CPB=$NVFP4_PREBUILT/cpu_paths_bench
 else
   say "configure + build"
@@ -73,8 +73,8 @@ else
   TB=$(find "$BUILD" -name nvfp4_test_cuda -type f -perm -u+x | head -1)
   BB=$BUILD/tests/cuda/nvfp4_bench_cuda
   CLI=$BUILD/nvfp4
-  ninja -C "$BUILD" test_matmul_cpu test_gemv_amx cpu_paths_bench || true
-  CPUT="$BUILD/tests/cpu/test_matmul_cpu $BUILD/tests/cpu/test_gemv_amx"
+  ninja -C "$BUILD" test_matmul_cpu test_gemv_amx test_repack_cpu cpu_paths_bench || true
+  CPUT="$BUILD/tests/cpu/test_matmul_cpu $BUILD/tests/cpu/test_gemv_amx $BUILD/tests/cpu/test_repack_cpu"
   CPB=$BUILD/tests/cpu/cpu_paths_bench
 fi
 say "SASS check (16-byte weight loads, no local memory)"

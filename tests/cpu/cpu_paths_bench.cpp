@@ -4,13 +4,17 @@
 // the dev machine), and "stream" reads the same bytes of the next copy with every thread
 // (the read ceiling of the same run). Prints median, p10, p90 per path.
 // Usage: cpu_paths_bench [bf16|f16|f32] [hot|cold] [thp] [reps=N] M,N,K ... [paths...]
-//   paths: gemv gemv_bf16 gemv_amx gemm_f32 gemm_bf16 gemm_amx stream (default: all supported), each
+//   paths: gemv gemv_bf16 avx512bf16_presplit gemv_amx gemm_f32 gemm_bf16 gemm_amx stream (default:
+//   all supported), each
 //   optionally with tuning overrides, e.g. gemv_bf16:rpt=16:xb=16384 gemm_bf16:kc=512:nc=128
 //   (rpt gemv_rows_per_task, xb gemv_x_block_bytes, grp gemv_group_rows, pf/pfm/pfx/pfl2
 //   gemv_prefetch_tiles/_min_m/_max_m/_l2, kc/nc/mc gemm_*, amxn/amxkb/amxpf/tab gemv_amx_n_tiles/
 //   _k_block/_prefetch_bytes/_decode_table), and dt=bf16|f16|f32 to run that path
 //   on activations of another dtype (same values, rounded), e.g. to time the fp32 split GEMV next
 //   to the bf16 GEMV in one process: `f32 ... gemv_bf16 gemv_bf16:dt=bf16 gemv`.
+// avx512bf16_presplit: the vdpbf16ps GEMV on pre-split weights (nvfp4/cpu.h): every weight copy
+// is repacked once, untimed, into a second pool of the same layout (packed then scales per copy),
+// and the call is cpu::quantized_matmul_repacked on the copy of the same rotation slot.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,6 +30,7 @@
 #include "kernels/cpu/matmul_cpu.h"
 #include "kernels/cpu/parallel_for.h"
 #include "kernels/cpu/tuning_cpu.h"
+#include "nvfp4/cpu.h"
 #include "nvfp4/dtype.h"
 #include "nvfp4/format.h"
 
@@ -56,6 +61,7 @@ int main(int argc, char** argv) {
   }
   const std::vector<std::pair<std::string, cpu::CpuPath>> all = {
       {"gemv", cpu::CpuPath::kGemv},           {"gemv_bf16", cpu::CpuPath::kGemvAvx512Bf16},
+      {"avx512bf16_presplit", cpu::CpuPath::kGemvAvx512Bf16},
       {"gemv_amx", cpu::CpuPath::kGemvAmx},
       {"gemm_f32", cpu::CpuPath::kGemmF32},    {"gemm_bf16", cpu::CpuPath::kGemmAvx512Bf16},
       {"gemm_amx", cpu::CpuPath::kGemmAmx},    {"stream", cpu::CpuPath::kAuto}};
@@ -98,6 +104,7 @@ int main(int argc, char** argv) {
       cpu::CpuTuning tune;
       bool stream;
       DType dt;
+      bool presplit;
     };
     std::vector<P> paths;
     std::vector<std::string> want = names;
@@ -107,7 +114,7 @@ int main(int argc, char** argv) {
       const std::string base = w.substr(0, w.find(':'));
       auto it = std::find_if(all.begin(), all.end(), [&](const auto& p) { return p.first == base; });
       if (it == all.end()) { std::fprintf(stderr, "unknown path %s\n", w.c_str()); return 2; }
-      P p{w, it->second, cpu::CpuTuning{}, base == "stream", dt};
+      P p{w, it->second, cpu::CpuTuning{}, base == "stream", dt, base == "avx512bf16_presplit"};
       for (std::size_t pos = w.find(':'); pos != std::string::npos; pos = w.find(':', pos + 1)) {
         const std::string kv = w.substr(pos + 1, w.find(':', pos + 1) - pos - 1);
         const std::string key = kv.substr(0, kv.find('='));
@@ -130,7 +137,20 @@ int main(int argc, char** argv) {
         else { std::fprintf(stderr, "unknown tuning key %s\n", key.c_str()); return 2; }
       }
       if (!p.stream && !cpu::cpu_path_supported(p.path, p.dt)) continue;
+      if (p.presplit && !cpu::repack_for_gemv_cpu_supported()) continue;
       paths.push_back(p);
+    }
+    // Pre-split copies, only if a path reads them (same size and THP treatment as the pool).
+    std::unique_ptr<std::uint8_t, decltype(&std::free)> split_mem(nullptr, &std::free);
+    if (std::any_of(paths.begin(), paths.end(), [](const P& p) { return p.presplit; })) {
+      split_mem.reset(static_cast<std::uint8_t*>(std::aligned_alloc(2u << 20, pool_bytes)));
+      if (thp) madvise(split_mem.get(), pool_bytes, MADV_HUGEPAGE);
+      for (int c = 0; c < copies; ++c) {
+        std::uint8_t* dst = split_mem.get() + c * wb;
+        const std::uint8_t* src = pool.data() + c * wb;
+        cpu::repack_for_gemv_cpu(WeightView{src, src + pb, 1.0f, s.n, s.k}, dst);
+        std::memcpy(dst + pb, src + pb, static_cast<std::size_t>(sb));
+      }
     }
     std::vector<std::uint64_t> sink(4096);
     auto run = [&](std::size_t pi, int c) {
@@ -151,6 +171,11 @@ int main(int argc, char** argv) {
       const DType pdt = paths[pi].dt;
       const MatrixView xv{xs[static_cast<int>(pdt)].data(), pdt, s.m, s.k, s.k};
       const MatrixView yv{ys[static_cast<int>(pdt)].data(), pdt, s.m, s.n, s.n};
+      if (paths[pi].presplit) {
+        const std::uint8_t* sp = split_mem.get() + c * wb;
+        cpu::quantized_matmul_repacked(xv, cpu::CpuRepackedWeightView{sp, sp + pb, 1.0f, s.n, s.k}, yv);
+        return;
+      }
       cpu::quantized_matmul_path(xv, wv, yv, paths[pi].path);
     };
     std::vector<std::vector<double>> t(paths.size());

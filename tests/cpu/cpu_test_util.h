@@ -14,6 +14,7 @@
 
 #include "kernels/cpu/kernels_cpu.h"
 #include "nvfp4/format.h"
+#include "nvfp4/ops.h"
 #include "nvfp4/tensor.h"
 
 namespace nvfp4::cputest {
@@ -237,6 +238,21 @@ inline std::vector<std::uint8_t> scaled_one_hot_x(DType t, std::int64_t m, std::
       store_from_f32(xb.data(), t, at, full_mantissa(rng, -100, 100));
     }
   }
+  return xb;
+}
+
+// dequantize_ref of w as an [n, k] matrix of dtype t (the one-hot tests' expected values).
+inline std::vector<std::uint8_t> dequantized(const Weight& w, DType t) {
+  std::vector<std::uint8_t> deq(static_cast<std::size_t>(w.n * w.k * dtype_size(t)));
+  dequantize_ref(w.view(), MatrixView{deq.data(), t, w.n, w.k, w.k});
+  return deq;
+}
+
+// m rows of k activations in dtype t; row i is one-hot at column k0 + i (k0 + i < k).
+inline std::vector<std::uint8_t> one_hot_rows(DType t, std::int64_t m, std::int64_t k, std::int64_t k0 = 0) {
+  std::vector<std::uint8_t> xb(static_cast<std::size_t>(m * k * dtype_size(t)));
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < k; ++j) store_from_f32(xb.data(), t, i * k + j, j == k0 + i ? 1.0f : 0.0f);
   return xb;
 }
 

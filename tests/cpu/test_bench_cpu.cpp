@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "bench/bench.h"
+#include "nvfp4/cpu.h"
 
 namespace nvfp4::bench {
 namespace {
@@ -16,7 +17,9 @@ TEST(BenchCpu, HotRowsAreValidatedAndMeasured) {
   o.seed = 42;
   SCOPED_TRACE("seed=42");
   const std::vector<Row> rows = run_cpu(o);
-  ASSERT_EQ(rows.size(), 4u);  // per shape: nvfp4 hot, dense baseline hot
+  // Per shape: nvfp4 hot, nvfp4_repacked hot (M <= 8, on CPUs that run it), dense baseline hot.
+  const bool rp = cpu::repack_for_gemv_cpu_supported();
+  ASSERT_EQ(rows.size(), rp ? 5u : 4u);
   for (const Row& r : rows) {
     SCOPED_TRACE(r.variant + " " + r.kernel);
     EXPECT_TRUE(r.validated) << "max_rel_err " << r.max_rel_err;
@@ -28,7 +31,12 @@ TEST(BenchCpu, HotRowsAreValidatedAndMeasured) {
     EXPECT_GT(r.ceiling_gbps, 0.0);
   }
   EXPECT_EQ(rows[0].variant, "nvfp4");
-  EXPECT_TRUE(rows[1].variant == "onednn_bf16" || rows[1].variant == "openblas_f32") << rows[1].variant;
+  const std::size_t dense = rp ? 2 : 1;
+  if (rp) {
+    EXPECT_EQ(rows[1].variant, "nvfp4_repacked");
+  }
+  EXPECT_TRUE(rows[dense].variant == "onednn_bf16" || rows[dense].variant == "openblas_f32") << rows[dense].variant;
+  EXPECT_EQ(rows[dense + 1].variant, "nvfp4");  // M = 17: no pre-split row
 }
 
 TEST(BenchCpu, ColdRowsRotateAndF32Validates) {
@@ -39,9 +47,16 @@ TEST(BenchCpu, ColdRowsRotateAndF32Validates) {
   o.min_reps = 3;
   o.min_seconds = 0.0;
   const std::vector<Row> rows = run_cpu(o);
-  ASSERT_EQ(rows.size(), 4u);  // nvfp4 cold+hot, baseline cold+hot
+  // nvfp4 cold+hot, nvfp4_repacked cold+hot (on CPUs that run it), baseline cold+hot.
+  const bool rp = cpu::repack_for_gemv_cpu_supported();
+  ASSERT_EQ(rows.size(), rp ? 6u : 4u);
   EXPECT_TRUE(rows[0].cold);
   EXPECT_FALSE(rows[1].cold);
+  if (rp) {
+    EXPECT_EQ(rows[2].variant, "nvfp4_repacked");
+    EXPECT_TRUE(rows[2].cold);
+    EXPECT_FALSE(rows[3].cold);
+  }
   for (const Row& r : rows) {
     EXPECT_TRUE(r.validated) << r.variant << " err " << r.max_rel_err;
     EXPECT_GT(r.ceiling_gbps, 0.0) << r.variant;  // interleaved read samples of the cold row

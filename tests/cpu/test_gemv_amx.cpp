@@ -115,12 +115,9 @@ TEST_P(GemvAmx, OneHotRecoversDequantizeBitExact) {
     const Weight w = random_weight(n, k, seed + k);
     for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " K=" + std::to_string(k));
-      std::vector<std::uint8_t> deq(static_cast<std::size_t>(n * k * dtype_size(t)));
-      dequantize_ref(w.view(), MatrixView{deq.data(), t, n, k, k});
+      const std::vector<std::uint8_t> deq = dequantized(w, t);
       for (std::int64_t k0 = 0; k0 < k; k0 += 16) {
-        std::vector<std::uint8_t> xb(static_cast<std::size_t>(16 * k * dtype_size(t)));
-        for (std::int64_t i = 0; i < 16; ++i)
-          for (std::int64_t j = 0; j < k; ++j) store_from_f32(xb.data(), t, i * k + j, j == k0 + i ? 1.0f : 0.0f);
+        std::vector<std::uint8_t> xb = one_hot_rows(t, 16, k, k0);
         const MatrixView xv{xb.data(), t, 16, k, k};
         Out y = poisoned(t, 16, n, n);
         ASSERT_TRUE(run(xv, w, y.view));

@@ -132,11 +132,8 @@ TEST(CpuMatmul, OneHotRecoversDequantizeBitExact) {
   const Weight w = random_weight(n, k, seed);
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
     SCOPED_TRACE(dtype_name(t));
-    std::vector<std::uint8_t> deq(static_cast<std::size_t>(n * k * dtype_size(t)));
-    dequantize_ref(w.view(), MatrixView{deq.data(), t, n, k, k});
-    std::vector<std::uint8_t> xb(static_cast<std::size_t>(k * k * dtype_size(t)));
-    for (std::int64_t i = 0; i < k; ++i)
-      for (std::int64_t j = 0; j < k; ++j) store_from_f32(xb.data(), t, i * k + j, i == j ? 1.0f : 0.0f);
+    const std::vector<std::uint8_t> deq = dequantized(w, t);
+    std::vector<std::uint8_t> xb = one_hot_rows(t, k, k);
     const MatrixView xv{xb.data(), t, k, k, k};
     std::vector<std::pair<std::string, CpuPath>> paths;
     for (std::int64_t target : cpu::hwy_compiled_targets()) {

@@ -27,6 +27,15 @@
 // outputs (Intel SDM: DAZ/FTZ semantics, round to nearest even): an unscaled partial sum below
 // 2^-126 is lost before the scale (<= 448) multiplies it (tolerance: tests/cpu/test_matmul_cpu.cpp).
 // K % 256 tail elements go through a scalar loop with the oracle's exact e2m1*scale product.
+//
+// Pre-split weights (the explicit CPU repack, include/nvfp4/cpu.h, matmul_cpu_repacked.cpp):
+// the same kernel with PS = true reads each 256-k chunk of a weight row already stored as E
+// (64 bytes) then O (64 bytes), so `half` is a plain load and the 2 vpermt2d per chunk and row
+// go. Why: hot (cache-resident) M=1 is shuffle-port bound, and the ablation in docs/perf-cpu.md
+// section 7 measured the E/O split at 15-19% of a hot M=1 call on Zen 4; with PS, 1 thread hot
+// N=256 K=14336 ran 99.8 -> 79-81 us (cpu_paths_bench, numbers in include/nvfp4/cpu.h). PS is a
+// template parameter, so the canonical instantiation (PS = false) is the code it was (objdump of
+// rows<MR, NR, false>: the same instructions as before the change, every MR).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -124,7 +133,7 @@ struct Ctx {
 // n0.. (no tail, no tensor scale). The MR x NR partial sums of one chunk live in registers
 // (>= 6 independent vdpbf16ps chains hide its latency); the accumulators stay in L1 (one FMA
 // read-modify-write per 256 k), which frees registers so each activation load feeds NR rows.
-template <int MR, int NR, int PF>
+template <int MR, int NR, int PF, bool PS>
 NVFP4_BF16_TARGET void tile(const Ctx& g, std::int64_t m0, std::int64_t n0, std::int64_t c0, std::int64_t c1,
                             __m512* accmem, std::int64_t pf = 0) {
   const MatmulArgs& a = *g.a;
@@ -161,7 +170,10 @@ NVFP4_BF16_TARGET void tile(const Ctx& g, std::int64_t m0, std::int64_t n0, std:
       __m512i half[NR];
       for (int r = 0; r < NR; ++r) {
         const std::uint8_t* p = pc + r * rs;
-        half[r] = _mm512_permutex2var_epi32(_mm512_loadu_si512(p), cs->sel[h], _mm512_loadu_si512(p + 64));
+        // Pre-split layout: bytes [64h, 64h + 64) of the chunk are exactly what the vpermt2d
+        // below makes of the canonical chunk (repack_for_gemv_cpu stores them so).
+        half[r] = PS ? _mm512_loadu_si512(p + 64 * h)
+                     : _mm512_permutex2var_epi32(_mm512_loadu_si512(p), cs->sel[h], _mm512_loadu_si512(p + 64));
       }
 #pragma GCC unroll 4
       for (int s = 0; s < 4; ++s) {
@@ -185,8 +197,9 @@ NVFP4_BF16_TARGET void tile(const Ctx& g, std::int64_t m0, std::int64_t n0, std:
 }
 
 // Weight rows [n0, n1) x activation rows [m0, m0+MR), chunks [c0, c1), plus the scalar K tail
-// if `tail`; raw sums (no tensor scale) to dst[mi * ds + n].
-template <int MR, int NR>
+// if `tail`; raw sums (no tensor scale) to dst[mi * ds + n]. PS: pre-split chunks (the K tail
+// is canonical in both layouts, so `finish` is the same).
+template <int MR, int NR, bool PS>
 NVFP4_BF16_TARGET void rows(const Ctx& g, std::int64_t m0, std::int64_t n0, std::int64_t n1, std::int64_t c0,
                             std::int64_t c1, bool tail, float* dst, std::int64_t ds) {
   const MatmulArgs& a = *g.a;
@@ -221,13 +234,13 @@ NVFP4_BF16_TARGET void rows(const Ctx& g, std::int64_t m0, std::int64_t n0, std:
       std::int64_t n = nb;
       const std::int64_t pf = g.pf * NR * (k / 2);
       if (g.pf > 0 && g.pf_l2) {
-        for (; n < full; n += NR) tile<MR, NR, 2>(g, m0, n, cb, ce, accmem + (n - nb) * MR, pf);
+        for (; n < full; n += NR) tile<MR, NR, 2, PS>(g, m0, n, cb, ce, accmem + (n - nb) * MR, pf);
       } else if (g.pf > 0) {
-        for (; n < full; n += NR) tile<MR, NR, 1>(g, m0, n, cb, ce, accmem + (n - nb) * MR, pf);
+        for (; n < full; n += NR) tile<MR, NR, 1, PS>(g, m0, n, cb, ce, accmem + (n - nb) * MR, pf);
       } else {
-        for (; n < full; n += NR) tile<MR, NR, 0>(g, m0, n, cb, ce, accmem + (n - nb) * MR);
+        for (; n < full; n += NR) tile<MR, NR, 0, PS>(g, m0, n, cb, ce, accmem + (n - nb) * MR);
       }
-      for (; n < ne; ++n) tile<MR, 1, 0>(g, m0, n, cb, ce, accmem + (n - nb) * MR);
+      for (; n < ne; ++n) tile<MR, 1, 0, PS>(g, m0, n, cb, ce, accmem + (n - nb) * MR);
     }
     // accmem: per tile of NR rows starting at n, [m][r]; single rows past `full`, [m].
     for (std::int64_t n = nb; n < ne; ++n) {
@@ -237,6 +250,7 @@ NVFP4_BF16_TARGET void rows(const Ctx& g, std::int64_t m0, std::int64_t n0, std:
   }
 }
 
+template <bool PS>
 void rows_any_m(const Ctx& g, int mr, std::int64_t m0, std::int64_t n0, std::int64_t n1, std::int64_t c0,
                 std::int64_t c1, bool tail, float* dst, std::int64_t ds) {
   // MR*NR partial sums + 2*NR decode registers must fit the 32 zmm registers (the loop
@@ -244,14 +258,14 @@ void rows_any_m(const Ctx& g, int mr, std::int64_t m0, std::int64_t n0, std::int
   // K=14336, docs/perf-cpu.md 2.5): MR=2 NR=4 55 us vs NR=6 60; MR=3 NR=4 66 vs NR=2 72;
   // MR=4 NR=2 85 vs NR=4 86.5; MR=5 NR=2 102 vs NR=3 119; MR=8 NR=2 169 = two 4x2 passes.
   switch (mr) {
-    case 1: rows<1, 8>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    case 2: rows<2, 4>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    case 3: rows<3, 4>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    case 4: rows<4, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    case 5: rows<5, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    case 6: rows<6, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    case 7: rows<7, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    default: rows<8, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;  // mr <= 8 (caller)
+    case 1: rows<1, 8, PS>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 2: rows<2, 4, PS>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 3: rows<3, 4, PS>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 4: rows<4, 2, PS>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 5: rows<5, 2, PS>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 6: rows<6, 2, PS>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 7: rows<7, 2, PS>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    default: rows<8, 2, PS>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;  // mr <= 8 (caller)
   }
 }
 
@@ -298,7 +312,11 @@ bool gemv_avx512bf16_supported() {
 
 int gemv_avx512bf16_pieces(DType t) { return t == DType::kF32 ? 3 : t == DType::kF16 ? 2 : 1; }
 
-bool gemv_nvfp4_avx512bf16(const MatmulArgs& a) {
+namespace {
+
+// The driver of both layouts: PS = false reads canonical weights, PS = true pre-split ones.
+template <bool PS>
+bool gemv_run(const MatmulArgs& a) {
   const std::int64_t k = a.k, n = a.n, m = a.m;
   const CpuTuning& tune = cpu_tuning();
   // P bf16 pieces per activation row (1 bf16, 2 fp16, 3 fp32): virtual row v = mi * P + j holds
@@ -346,18 +364,24 @@ bool gemv_nvfp4_avx512bf16(const MatmulArgs& a) {
     const std::int64_t c0 = g.nch * seg / nseg, c1 = g.nch * (seg + 1) / nseg;
     for (std::int64_t mg = 0; mg < mgroups; ++mg) {
       const std::int64_t m0 = mv * mg / mgroups, m1 = mv * (mg + 1) / mgroups;
-      rows_any_m(g, static_cast<int>(m1 - m0), m0, n0, n1, c0, c1, seg == nseg - 1,
-                 sums.data() + seg * mv * n + m0 * n, n);
+      rows_any_m<PS>(g, static_cast<int>(m1 - m0), m0, n0, n1, c0, c1, seg == nseg - 1,
+                     sums.data() + seg * mv * n + m0 * n, n);
     }
   });
 
   gemv_store_pieces(a, P, nseg, sums.data());
   return true;
 }
+
+}  // namespace
+
+bool gemv_nvfp4_avx512bf16(const MatmulArgs& a) { return gemv_run<false>(a); }
+bool gemv_nvfp4_avx512bf16_presplit(const MatmulArgs& a) { return gemv_run<true>(a); }
 #else
 bool gemv_avx512bf16_supported() { return false; }
 int gemv_avx512bf16_pieces(DType t) { return t == DType::kF32 ? 3 : t == DType::kF16 ? 2 : 1; }
 bool gemv_nvfp4_avx512bf16(const MatmulArgs&) { return false; }
+bool gemv_nvfp4_avx512bf16_presplit(const MatmulArgs&) { return false; }
 #endif
 
 }  // namespace nvfp4::cpu

@@ -41,6 +41,11 @@ void gemv_nvfp4_hwy(const MatmulArgs& a);
 bool gemv_avx512bf16_supported();
 int gemv_avx512bf16_pieces(DType t);
 bool gemv_nvfp4_avx512bf16(const MatmulArgs& a);
+// The same GEMV on pre-split weights (repack_for_gemv_cpu, include/nvfp4/cpu.h): a.packed holds
+// every full 256-k chunk of a row as its 16 even u32 words then its 16 odd ones (the K % 256
+// tail canonical); a.scales canonical. Same results bit for bit as gemv_nvfp4_avx512bf16 on the
+// canonical bytes (same summation order), same false return for unsplittable activations.
+bool gemv_nvfp4_avx512bf16_presplit(const MatmulArgs& a);
 // split_bf16_avx512.cpp: row mi of x into P = gemv_avx512bf16_pieces(dtype) bf16 rows
 // dst[j * k + kk] (kk < kx; the caller zero-fills the rest) whose sum is x exactly (bf16: a copy).
 // Returns false (dst undefined) if the row cannot be split exactly: fp32 with a nonzero

@@ -124,15 +124,7 @@ bool output_has_nonfinite(const MatmulArgs& a) {
 
 }  // namespace
 
-void quantized_matmul_path(const MatrixView& x, const WeightView& w, const MatrixView& y, CpuPath p) {
-  const char* op = "quantized_matmul[cpu]";
-  validate_matmul(op, x, w, y);
-  if (x.rows == 0) return;
-  if (p == CpuPath::kAuto) p = cpu_path_for(x.rows, x.dtype);
-  if (!cpu_path_supported(p, x.dtype))
-    fail(op, std::string("kernel ") + cpu_path_name(p) + " cannot run here for " + dtype_name(x.dtype) +
-                 " activations (M=" + std::to_string(x.rows) + " N=" + std::to_string(w.n) +
-                 " K=" + std::to_string(w.k) + ")");
+MatmulArgs matmul_args(const MatrixView& x, const WeightView& w, const MatrixView& y) {
   MatmulArgs a;
   a.x = x.data;
   a.dtype = x.dtype;
@@ -146,6 +138,19 @@ void quantized_matmul_path(const MatrixView& x, const WeightView& w, const Matri
   a.k = w.k;
   a.y = y.data;
   a.y_stride = y.stride;
+  return a;
+}
+
+void quantized_matmul_path(const MatrixView& x, const WeightView& w, const MatrixView& y, CpuPath p) {
+  const char* op = "quantized_matmul[cpu]";
+  validate_matmul(op, x, w, y);
+  if (x.rows == 0) return;
+  if (p == CpuPath::kAuto) p = cpu_path_for(x.rows, x.dtype);
+  if (!cpu_path_supported(p, x.dtype))
+    fail(op, std::string("kernel ") + cpu_path_name(p) + " cannot run here for " + dtype_name(x.dtype) +
+                 " activations (M=" + std::to_string(x.rows) + " N=" + std::to_string(w.n) +
+                 " K=" + std::to_string(w.k) + ")");
+  const MatmulArgs a = matmul_args(x, w, y);
   // True when the kernel that ran forms sum_j e2m1_j * x_j per block before the block scale
   // (the Highway and vdpbf16ps GEMVs; the AMX GEMV and the GEMMs multiply by scaled weights).
   bool unscaled_partials = false;

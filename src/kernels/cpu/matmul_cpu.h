@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/kernels_cpu.h"
 #include "nvfp4/tensor.h"
 
 namespace nvfp4::cpu {
@@ -29,6 +30,8 @@ enum class CpuPath : std::uint8_t {
 const char* cpu_path_name(CpuPath p);
 // Whether the path can run on this CPU for activations of dtype t.
 bool cpu_path_supported(CpuPath p, DType t);
+// The kernels' argument block for validated views (no checks here).
+MatmulArgs matmul_args(const MatrixView& x, const WeightView& w, const MatrixView& y);
 // Runs exactly path p (kAuto = the normal choice). Validates like the public entry; throws
 // nvfp4::Error if p cannot run here for this dtype.
 void quantized_matmul_path(const MatrixView& x, const WeightView& w, const MatrixView& y, CpuPath p);
