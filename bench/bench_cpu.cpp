@@ -276,9 +276,10 @@ std::vector<Row> run_cpu(const Options& o) {
     nvfp4_rows("nvfp4", cpu::cpu_kernel_name(s.m, o.dtype), err,
                [&](int c) { quantized_matmul(xv, wview(c), yv, Backend::kCpu); }, pool.data());
     // --- NVFP4 on pre-split weights (cpu::repack_for_gemv_cpu, once per rotation copy, untimed):
-    // the decode GEMV without its two shuffles per chunk (include/nvfp4/cpu.h), M <= 8 where this
-    // CPU runs it; same rotation, validation and interleaved reads as the row above.
-    if (s.m <= 8 && cpu::repack_for_gemv_cpu_supported()) {
+    // the decode GEMV without its two shuffles per chunk (include/nvfp4/cpu.h), where it replaces
+    // the kernel the canonical path runs (the AVX512-BF16 GEMV; not where AMX takes M >= 2); same
+    // rotation, validation and interleaved reads as the row above.
+    if (cpu::repack_for_gemv_cpu_supported() && cpu::cpu_path_for(s.m, o.dtype) == cpu::CpuPath::kGemvAvx512Bf16) {
       HostBuffer rpool(static_cast<std::size_t>(wbytes * copies));
       cpu::parallel_for(copies, [&](std::int64_t c) {
         cpu::repack_for_gemv_cpu(wview(static_cast<int>(c)), rpool.data() + c * wbytes);

@@ -19,6 +19,7 @@
 
 #include "bench/host_buffer.h"
 #include "bench/replay.h"
+#include "kernels/cpu/matmul_cpu.h"
 #include "nvfp4/cpu.h"
 #include "nvfp4/error.h"
 #include "nvfp4/format.h"
@@ -80,10 +81,13 @@ class CpuNvfp4Replay final : public ReplayEngine {
     info_.variant = "nvfp4";
     info_.backend = "cpu";
     fill_traffic(o, ls, false, info_);
-    // Decode (M <= 8) on weights pre-split once at load (cpu::repack_for_gemv_cpu, as an engine
-    // would) where this CPU runs that GEMV, unless --canonical; every linear, or none.
+    // Decode on weights pre-split once at load (cpu::repack_for_gemv_cpu, as an engine would)
+    // where the canonical path would run the AVX512-BF16 GEMV (so not where AMX takes M >= 2),
+    // unless --canonical; every linear, or none.
     presplit_ = !o.canonical_layout && cpu::repack_for_gemv_cpu_supported() &&
-                std::all_of(ls.begin(), ls.end(), [&](const Linear& l) { return linear_m(o, l) <= 8; });
+                std::all_of(ls.begin(), ls.end(), [&](const Linear& l) {
+                  return cpu::cpu_path_for(linear_m(o, l), o.dtype) == cpu::CpuPath::kGemvAvx512Bf16;
+                });
     info_.kernel = presplit_ ? "nvfp4::cpu::quantized_matmul_repacked (weights pre-split at load)"
                              : "nvfp4::quantized_matmul(Backend::kCpu)";
     std::uint64_t seed = o.seed * 1000003;

@@ -18,7 +18,12 @@ namespace nvfp4::cpu {
 // 1 thread hot N=256 K=14336 99.8 -> 81.3 / 79.1 (-19..-21%); 2 threads hot N=1024 (L3-resident)
 // 214 -> 166 / 211 -> 175 (-17..-22%); 2 threads N=4096 K=14336 cold 1127 -> 1093 / 1211 -> 1151
 // (-3..-5%, both next to the streaming read) and "hot" (33 MB, more than the 32 MiB L3) 0..-10%,
-// noisy. So it pays where the weights are cache resident; DRAM-streamed decode gains little.
+// noisy. On the Emerald Rapids host (AMX, 2 cores, 2026-11-30 15:43 UTC, same process): M=1 cold
+// 1956 -> 1856 us (-5%), hot (L3-resident) 1887 -> 1835 and 1743 -> 1690 us (-3%), i.e. less
+// than on Zen 4 there. So it pays where the weights are cache resident; DRAM-streamed decode
+// gains 3-5%. Use it for M = 1, and M = 2..8 on CPUs without AMX. Where the canonical path runs
+// the AMX GEMV (M >= 2 on AMX hosts) the two trade places (same run, cold / hot us: M=2 pre-split
+// 2892 / 2720 vs AMX 2968 / 4187; M=4 4832 / 4503 vs 4545 / 4433; M=8 7356 / 7102 vs 2884 / 1982).
 //
 // Layout "gemv_avx512 pre-split", per weight row (row stride K/2 bytes, as canonical): for every
 // full 256-k chunk c (canonical bytes p = row + 128c, u32 words w_0..w_31 little-endian), the 16
@@ -44,7 +49,8 @@ bool repack_for_gemv_cpu_supported();
 void repack_for_gemv_cpu(const WeightView& canonical, std::uint8_t* packed_out);
 
 // y = x . dequant(w)^T on pre-split weights, any M (tuned for decode, M <= 8: M > 8 runs the
-// GEMV in passes of 8 activation rows; the canonical quantized_matmul takes a GEMM there).
+// GEMV in passes of 8 activation rows; the canonical quantized_matmul takes a GEMM there, and
+// on AMX hosts an AMX GEMV from M = 2: see the measurements above).
 // Activations bf16, fp16 or fp32 (x.cols in (K-16, K]); output in the activation dtype. Same
 // validation (validate_matmul), tolerance and exactness as the canonical CPU path: the results
 // are bit-identical to the canonical AVX512-BF16 GEMV on the same weights (same summation order;

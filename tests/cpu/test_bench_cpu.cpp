@@ -2,10 +2,17 @@
 #include <gtest/gtest.h>
 
 #include "bench/bench.h"
+#include "kernels/cpu/matmul_cpu.h"
 #include "nvfp4/cpu.h"
 
 namespace nvfp4::bench {
 namespace {
+
+// The bench adds nvfp4_repacked rows where the pre-split GEMV replaces the canonical path's
+// kernel (the AVX512-BF16 GEMV; not where AMX takes the shape).
+bool has_presplit_rows(std::int64_t m, DType t) {
+  return cpu::repack_for_gemv_cpu_supported() && cpu::cpu_path_for(m, t) == cpu::CpuPath::kGemvAvx512Bf16;
+}
 
 TEST(BenchCpu, HotRowsAreValidatedAndMeasured) {
   Options o;
@@ -17,8 +24,9 @@ TEST(BenchCpu, HotRowsAreValidatedAndMeasured) {
   o.seed = 42;
   SCOPED_TRACE("seed=42");
   const std::vector<Row> rows = run_cpu(o);
-  // Per shape: nvfp4 hot, nvfp4_repacked hot (M <= 8, on CPUs that run it), dense baseline hot.
-  const bool rp = cpu::repack_for_gemv_cpu_supported();
+  // Per shape: nvfp4 hot, nvfp4_repacked hot (where the CPU runs it), dense baseline hot.
+  const bool rp = has_presplit_rows(1, DType::kBF16);
+  ASSERT_FALSE(has_presplit_rows(17, DType::kBF16));  // M = 17 takes a GEMM
   ASSERT_EQ(rows.size(), rp ? 5u : 4u);
   for (const Row& r : rows) {
     SCOPED_TRACE(r.variant + " " + r.kernel);
@@ -47,8 +55,8 @@ TEST(BenchCpu, ColdRowsRotateAndF32Validates) {
   o.min_reps = 3;
   o.min_seconds = 0.0;
   const std::vector<Row> rows = run_cpu(o);
-  // nvfp4 cold+hot, nvfp4_repacked cold+hot (on CPUs that run it), baseline cold+hot.
-  const bool rp = cpu::repack_for_gemv_cpu_supported();
+  // nvfp4 cold+hot, nvfp4_repacked cold+hot (where the CPU runs it), baseline cold+hot.
+  const bool rp = has_presplit_rows(2, DType::kF32);
   ASSERT_EQ(rows.size(), rp ? 6u : 4u);
   EXPECT_TRUE(rows[0].cold);
   EXPECT_FALSE(rows[1].cold);
