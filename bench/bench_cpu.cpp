@@ -246,10 +246,14 @@ std::vector<Row> run_cpu(const Options& o) {
     // --- NVFP4 on the CPU kernels ---
     Tensor y(o.dtype, {s.m, s.n});
     const MatrixView xv{x.data(), o.dtype, s.m, s.k, s.k}, yv{y.data(), o.dtype, s.m, s.n, s.n};
+    // The error of the first ms rows of y against the oracle slice.
+    auto y_err = [&] {
+      std::vector<float> got(static_cast<std::size_t>(ms * s.n));
+      for (std::int64_t i = 0; i < ms * s.n; ++i) got[static_cast<std::size_t>(i)] = y.get(i);
+      return rel_err(got, s.n, ref, ms, ns);
+    };
     quantized_matmul(xv, wview(0), yv, Backend::kCpu);
-    std::vector<float> got(static_cast<std::size_t>(ms * s.n));
-    for (std::int64_t i = 0; i < ms * s.n; ++i) got[static_cast<std::size_t>(i)] = y.get(i);
-    const double err = rel_err(got, s.n, ref, ms, ns);
+    const double err = y_err();
     // Cold and hot rows of one NVFP4 variant; `base` is the rotation its calls read (the
     // interleaved streaming reads touch its other copies). The first cold row measures the
     // shape's ceiling; every later row carries it (one ceiling per shape).
@@ -290,8 +294,7 @@ std::vector<Row> run_cpu(const Options& o) {
                                           s.n, s.k};
       };
       cpu::quantized_matmul_repacked(xv, rview(0), yv);
-      for (std::int64_t i = 0; i < ms * s.n; ++i) got[static_cast<std::size_t>(i)] = y.get(i);
-      nvfp4_rows("nvfp4_repacked", "gemv_nvfp4_avx512bf16_presplit", rel_err(got, s.n, ref, ms, ns),
+      nvfp4_rows("nvfp4_repacked", "gemv_nvfp4_avx512bf16_presplit", y_err(),
                  [&](int c) { cpu::quantized_matmul_repacked(xv, rview(c), yv); }, rpool.data());
     }
     pool = HostBuffer();  // release the rotation before the dense baseline allocates its own

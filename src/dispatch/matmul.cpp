@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "dispatch/overlap.h"
 #include "kernels/cpu/matmul_cpu.h"
 #include "kernels/cuda/cuda_host.h"
 #include "nvfp4/cuda.h"
@@ -32,7 +33,10 @@ ByteRange range_of(const MatrixView& v) {
   return {b, b + (static_cast<std::uint64_t>(v.rows - 1) * v.stride + v.cols) * es};
 }
 
-bool intersect(ByteRange a, ByteRange b) { return a.begin < b.end && b.begin < a.end; }
+bool intersect(ByteRange a, ByteRange b) {
+  return byte_spans_overlap(reinterpret_cast<const void*>(a.begin), a.end - a.begin, reinterpret_cast<const void*>(b.begin),
+                            b.end - b.begin);
+}
 
 // True when the output view y shares a byte with the activation view x. Views with the same
 // row pitch whose column windows are disjoint (x and y interleaved in one wider buffer) do not

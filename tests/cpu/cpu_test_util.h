@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cpu/kernels_cpu.h"
+#include "kernels/cpu/matmul_cpu.h"
 #include "nvfp4/format.h"
 #include "nvfp4/ops.h"
 #include "nvfp4/tensor.h"
@@ -163,20 +164,7 @@ inline void expect_matches_oracle(const Out& ref, const Out& y, const std::vecto
 }
 
 inline cpu::MatmulArgs args_of(const MatrixView& x, const Weight& w, const MatrixView& y) {
-  cpu::MatmulArgs a;
-  a.x = x.data;
-  a.dtype = x.dtype;
-  a.m = x.rows;
-  a.kx = x.cols;
-  a.x_stride = x.stride;
-  a.packed = w.packed.data();
-  a.scales = w.scales.data();
-  a.tensor_scale = w.ts;
-  a.n = w.n;
-  a.k = w.k;
-  a.y = y.data;
-  a.y_stride = y.stride;
-  return a;
+  return cpu::matmul_args(x, w.view(), y);
 }
 
 // fp32 with every mantissa bit in use (bit 0 set: 24 significant bits), exponent in [lo, hi].

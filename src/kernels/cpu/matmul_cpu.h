@@ -30,6 +30,8 @@ enum class CpuPath : std::uint8_t {
 const char* cpu_path_name(CpuPath p);
 // Whether the path can run on this CPU for activations of dtype t.
 bool cpu_path_supported(CpuPath p, DType t);
+// True if any output element of a (y[m, n], a.y_stride) is Inf or NaN.
+bool output_has_nonfinite(const MatmulArgs& a);
 // The kernels' argument block for validated views (no checks here).
 MatmulArgs matmul_args(const MatrixView& x, const WeightView& w, const MatrixView& y);
 // Runs exactly path p (kAuto = the normal choice). Validates like the public entry; throws

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "dispatch/overlap.h"
 #include "kernels/cpu/kernels_cpu.h"
 #include "kernels/cpu/matmul_cpu.h"
 #include "nvfp4/cpu.h"
@@ -35,29 +36,6 @@ void permute_row_bytes(const std::uint8_t* src, std::uint8_t* dst, std::int64_t 
   std::memcpy(dst + full, src + full, static_cast<std::size_t>(row_bytes - full));
 }
 
-bool bytes_overlap(const void* a, std::uint64_t an, const void* b, std::uint64_t bn) {
-  const auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
-  return x < y + bn && y < x + an;
-}
-
-// Any Inf/NaN in y (bits), the trigger of the canonical dispatcher's GEMM recompute
-// (matmul_cpu.cpp: an unscaled block partial can overflow where the oracle's products do not).
-bool output_has_nonfinite(const MatrixView& y) {
-  for (std::int64_t m = 0; m < y.rows; ++m) {
-    if (y.dtype == DType::kF32) {
-      const std::uint32_t* r = static_cast<const std::uint32_t*>(y.data) + m * y.stride;
-      for (std::int64_t n = 0; n < y.cols; ++n)
-        if ((r[n] & 0x7F800000u) == 0x7F800000u) return true;
-    } else {
-      const std::uint16_t mask = y.dtype == DType::kBF16 ? 0x7F80u : 0x7C00u;
-      const std::uint16_t* r = static_cast<const std::uint16_t*>(y.data) + m * y.stride;
-      for (std::int64_t n = 0; n < y.cols; ++n)
-        if ((r[n] & mask) == mask) return true;
-    }
-  }
-  return false;
-}
-
 }  // namespace
 
 bool repack_for_gemv_cpu_supported() { return gemv_avx512bf16_supported(); }
@@ -73,7 +51,7 @@ void repack_for_gemv_cpu(const WeightView& w, std::uint8_t* packed_out) {
   const std::uint64_t sb = static_cast<std::uint64_t>(w.n) * static_cast<std::uint64_t>(w.k / kBlockSize);
   // In place would need a per-chunk buffer; the repack is a one-time step, so a separate output
   // keeps it a plain copy. Overlapping the scales would corrupt what the repacked view reads.
-  if (bytes_overlap(packed_out, pb, w.packed, pb) || bytes_overlap(packed_out, pb, w.scales, sb))
+  if (byte_spans_overlap(packed_out, pb, w.packed, pb) || byte_spans_overlap(packed_out, pb, w.scales, sb))
     fail(op, shape + ": the output (" + std::to_string(pb) +
                  " bytes) overlaps the canonical packed bytes or scales (in-place repack is not supported)");
   for (std::int64_t r = 0; r < w.n; ++r) permute_row_bytes(w.packed + r * (w.k / 2), packed_out + r * (w.k / 2), w.k, false);
@@ -90,7 +68,7 @@ void quantized_matmul_repacked(const MatrixView& x, const CpuRepackedWeightView&
                  std::to_string(x.rows) + " " + shape_of(w.n, w.k) + "); use the canonical quantized_matmul");
   if (x.rows == 0) return;
   const MatmulArgs a = matmul_args(x, wv, y);  // the pre-split bytes, read by the pre-split kernel
-  if (gemv_nvfp4_avx512bf16_presplit(a) && !output_has_nonfinite(y)) return;
+  if (gemv_nvfp4_avx512bf16_presplit(a) && !output_has_nonfinite(a)) return;
   // Rare (activations that cannot be split exactly into bf16 pieces: NaN/Inf, fp32 outside
   // [2^-102, 2^120); or a non-finite output, which the canonical path recomputes on the GEMM):
   // the canonical path's fallbacks need canonical weights, so undo the permutation into a

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <string>
 
+#include "dispatch/overlap.h"
 #include "kernels/cuda/cuda_host.h"
 #include "kernels/cuda/gemm_nvfp4_cublas.h"
 #include "kernels/cuda/gemv_nvfp4_sm90.h"
@@ -249,10 +250,7 @@ void repack_for_gemv_sm90(const WeightView& w, std::uint8_t* packed_out, std::ui
   if (reinterpret_cast<std::uintptr_t>(packed_out) % 16 != 0 || reinterpret_cast<std::uintptr_t>(scales_out) % 4 != 0)
     fail(op, "outputs must be 16-byte (packed) and 4-byte (scales) aligned (" + shape + ")");
   const std::size_t pb = static_cast<std::size_t>(w.n) * (w.k / 2), sb = static_cast<std::size_t>(w.n) * (w.k / 16);
-  auto overlap = [](const void* a, std::size_t an, const void* b, std::size_t bn) {
-    const auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
-    return x < y + bn && y < x + an;
-  };
+  const auto overlap = byte_spans_overlap;
   if (overlap(packed_out, pb, w.packed, pb) || overlap(packed_out, pb, w.scales, sb) || overlap(scales_out, sb, w.packed, pb) ||
       overlap(scales_out, sb, w.scales, sb) || overlap(packed_out, pb, scales_out, sb))
     fail(op, "outputs must not overlap the inputs or each other (" + shape + ")");
