@@ -637,10 +637,10 @@ __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepc
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
 // The rp main loop: chunk pairs [c_beg, c_end) of RT row tiles (bases wt/st include this lane's
-// offset) against NB n8 tiles of activations (rows xr, valid xv), added to acc.
+// offset) against NB n8 tiles of activations (rows xr), added to acc.
 template <int RT, int NB>
 __device__ __forceinline__ void rp_accumulate(const std::uint8_t* const (&wt)[RT], const std::uint8_t* const (&st)[RT],
-                                              const std::uint16_t* const (&xr)[NB], const bool (&xv)[NB], int c_beg,
+                                              const std::uint16_t* const (&xr)[NB], int c_beg,
                                               int c_end, float (&acc)[RT][NB][4]) {
   auto load = [&](int cp, uint4 (&w)[RT][2], std::uint32_t (&s)[RT]) {
     const std::uint32_t wo = static_cast<std::uint32_t>(cp) * 1024u, so = static_cast<std::uint32_t>(cp) * 128u;
@@ -657,12 +657,11 @@ __device__ __forceinline__ void rp_accumulate(const std::uint8_t* const (&wt)[RT
       std::uint32_t xw[NB][8];
 #pragma unroll
       for (int b = 0; b < NB; ++b) {
-        uint4 v0 = make_uint4(0, 0, 0, 0), v1 = v0;
-        if (xv[b]) {
-          const uint4* px = reinterpret_cast<const uint4*>(xr[b] + (2 * cp + h) * 64);
-          v0 = __ldg(px);
-          v1 = __ldg(px + 1);
-        }
+        // Pair cp = 16 uint4 of the row, half h its 8 uint4 from 8h: one unsigned 32-bit offset
+        // per pair, immediate offsets for the halves (a signed (2cp + h) * 64 cost 5 integer ops
+        // per half in SASS).
+        const uint4* px = reinterpret_cast<const uint4*>(xr[b]) + static_cast<std::uint32_t>(cp) * 16u + 8 * h;
+        const uint4 v0 = __ldg(px), v1 = __ldg(px + 1);
         xw[b][0] = v0.x; xw[b][1] = v0.y; xw[b][2] = v0.z; xw[b][3] = v0.w;
         xw[b][4] = v1.x; xw[b][5] = v1.y; xw[b][6] = v1.z; xw[b][7] = v1.w;
       }
@@ -699,16 +698,18 @@ __device__ __forceinline__ void rp_accumulate(const std::uint8_t* const (&wt)[RT
   }
 }
 
-// Activation row bases of lane (g, t) for NB n8 tiles: virtual row 8b + g, k offset 16t.
+// Activation row bases of lane (g, t) for NB n8 tiles: virtual row 8b + g, k offset 16t. A lane
+// whose row is past the last one reads row 0 instead: mma output column n depends only on B
+// column n, and the columns of rows past the last are never stored (reduce_and_store), so their
+// values need not be zero. Loading them unconditionally saves the zeroing (4 CS2R per half chunk
+// at M = 1, 5% of the main loop's SASS) and the predicates (docs/perf-cuda.md 16).
 template <int NB>
-__device__ __forceinline__ void rp_activation_rows(const GemvArgs& p, int g, int t, const std::uint16_t* (&xr)[NB],
-                                                   bool (&xv)[NB]) {
+__device__ __forceinline__ void rp_activation_rows(const GemvArgs& p, int g, int t, const std::uint16_t* (&xr)[NB]) {
   const int vr_total = p.pieces * p.m_rows;  // virtual activation rows (fp16/fp32: exact bf16 pieces)
 #pragma unroll
   for (int b = 0; b < NB; ++b) {
     const int row = 8 * b + g;
-    xv[b] = row < vr_total;
-    xr[b] = static_cast<const std::uint16_t*>(p.a) + (xv[b] ? row : 0) * p.a_stride + 16 * t;
+    xr[b] = static_cast<const std::uint16_t*>(p.a) + (row < vr_total ? row : 0) * p.a_stride + 16 * t;
   }
 }
 
@@ -745,8 +746,7 @@ __global__ void __launch_bounds__(512) gemv_nvfp4_rp_kernel(GemvArgs p, int k_sp
     st[r] = scales + static_cast<std::size_t>(tl) * p.k + lane * 4;
   }
   const std::uint16_t* xr[NB];
-  bool xv[NB];
-  rp_activation_rows<NB>(p, g, t, xr, xv);
+  rp_activation_rows<NB>(p, g, t, xr);
   float acc[RT][NB][4];
 #pragma unroll
   for (int r = 0; r < RT; ++r)
@@ -754,7 +754,7 @@ __global__ void __launch_bounds__(512) gemv_nvfp4_rp_kernel(GemvArgs p, int k_sp
     for (int b = 0; b < NB; ++b)
 #pragma unroll
       for (int c = 0; c < 4; ++c) acc[r][b][c] = 0.0f;
-  rp_accumulate<RT, NB>(wt, st, xr, xv, c_beg, c_end, acc);
+  rp_accumulate<RT, NB>(wt, st, xr, c_beg, c_end, acc);
   reduce_and_store<RT, NB>(acc, rp_red, p, warp, k_split, groups, g, t);
 }
 
