@@ -636,8 +636,42 @@ __device__ __forceinline__ std::uint32_t rp_scale(std::uint32_t s) {
 __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
-// The rp main loop: chunk pairs [c_beg, c_end) of RT row tiles (bases wt/st include this lane's
-// offset) against NB n8 tiles of activations (rows xr), added to acc.
+// Half h of a chunk pair of RT row tiles (weights w, scales s) against NB n8 tiles of
+// activation words xw (this half's), added to acc: decode, scale, mma.
+template <int RT, int NB>
+__device__ __forceinline__ void rp_half(int h, const uint4 (&w)[RT][2], const std::uint32_t (&s)[RT],
+                                        const std::uint32_t (&xw)[NB][8], float (&acc)[RT][NB][4]) {
+#pragma unroll
+  for (int r = 0; r < RT; ++r) {
+    const std::uint32_t sg = h ? rp_scale<2>(s[r]) : rp_scale<0>(s[r]);
+    const std::uint32_t sg8 = h ? rp_scale<3>(s[r]) : rp_scale<1>(s[r]);
+    const uint4 q4 = w[r][h];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const std::uint32_t q = j == 0 ? q4.x : (j == 1 ? q4.y : (j == 2 ? q4.z : q4.w));
+      std::uint32_t d[4];
+      rp_decode(q, d);
+      d[0] = mul2<false>(d[0], sg);
+      d[1] = mul2<false>(d[1], sg8);
+      d[2] = mul2<false>(d[2], sg);
+      d[3] = mul2<false>(d[3], sg8);
+#pragma unroll
+      for (int b = 0; b < NB; ++b)
+        mma16816<false>(acc[r][b], d[0], d[1], d[2], d[3], xw[b][2 * j], xw[b][2 * j + 1]);
+    }
+  }
+}
+
+// The activation words of lane (g, t) for one half chunk: 8 u32 from px (16-byte aligned).
+__device__ __forceinline__ void rp_load_x(const uint4* px, std::uint32_t (&xw)[8]) {
+  const uint4 v0 = __ldg(px), v1 = __ldg(px + 1);
+  xw[0] = v0.x; xw[1] = v0.y; xw[2] = v0.z; xw[3] = v0.w;
+  xw[4] = v1.x; xw[5] = v1.y; xw[6] = v1.z; xw[7] = v1.w;
+}
+
+// The rp main loop for M <= 8 (NB = 1): chunk pairs [c_beg, c_end) of RT row tiles (bases wt/st
+// include this lane's offset) against the activation rows xr, added to acc. Two register
+// buffers: pair cp + 1 is in flight while pair cp is computed.
 template <int RT, int NB>
 __device__ __forceinline__ void rp_accumulate(const std::uint8_t* const (&wt)[RT], const std::uint8_t* const (&st)[RT],
                                               const std::uint16_t* const (&xr)[NB], int c_beg,
@@ -656,34 +690,12 @@ __device__ __forceinline__ void rp_accumulate(const std::uint8_t* const (&wt)[RT
     for (int h = 0; h < 2; ++h) {
       std::uint32_t xw[NB][8];
 #pragma unroll
-      for (int b = 0; b < NB; ++b) {
+      for (int b = 0; b < NB; ++b)
         // Pair cp = 16 uint4 of the row, half h its 8 uint4 from 8h: one unsigned 32-bit offset
         // per pair, immediate offsets for the halves (a signed (2cp + h) * 64 cost 5 integer ops
         // per half in SASS).
-        const uint4* px = reinterpret_cast<const uint4*>(xr[b]) + static_cast<std::uint32_t>(cp) * 16u + 8 * h;
-        const uint4 v0 = __ldg(px), v1 = __ldg(px + 1);
-        xw[b][0] = v0.x; xw[b][1] = v0.y; xw[b][2] = v0.z; xw[b][3] = v0.w;
-        xw[b][4] = v1.x; xw[b][5] = v1.y; xw[b][6] = v1.z; xw[b][7] = v1.w;
-      }
-#pragma unroll
-      for (int r = 0; r < RT; ++r) {
-        const std::uint32_t sg = h ? rp_scale<2>(s[r]) : rp_scale<0>(s[r]);
-        const std::uint32_t sg8 = h ? rp_scale<3>(s[r]) : rp_scale<1>(s[r]);
-        const uint4 q4 = w[r][h];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const std::uint32_t q = j == 0 ? q4.x : (j == 1 ? q4.y : (j == 2 ? q4.z : q4.w));
-          std::uint32_t d[4];
-          rp_decode(q, d);
-          d[0] = mul2<false>(d[0], sg);
-          d[1] = mul2<false>(d[1], sg8);
-          d[2] = mul2<false>(d[2], sg);
-          d[3] = mul2<false>(d[3], sg8);
-#pragma unroll
-          for (int b = 0; b < NB; ++b)
-            mma16816<false>(acc[r][b], d[0], d[1], d[2], d[3], xw[b][2 * j], xw[b][2 * j + 1]);
-        }
-      }
+        rp_load_x(reinterpret_cast<const uint4*>(xr[b]) + static_cast<std::uint32_t>(cp) * 16u + 8 * h, xw[b]);
+      rp_half<RT, NB>(h, w, s, xw, acc);
     }
   };
   uint4 wa[RT][2], wb[RT][2];
@@ -695,6 +707,66 @@ __device__ __forceinline__ void rp_accumulate(const std::uint8_t* const (&wt)[RT
     if (cp + 1 >= c_end) break;
     if (cp + 2 < c_end) load(cp + 2, wa, sa);
     compute(cp + 1, wb, sb);
+  }
+}
+
+// The rp main loop for M = 9..16 (NB = 2), same contract: three register buffers (pairs cp + 1
+// and cp + 2 in flight while cp is computed) and running pointers with immediate offsets. At
+// M = 16 this measured 7% faster than the two-buffer loop (16384^2: 44.5 against 48.0 us,
+// docs/perf-cuda.md 16); at M = 1 the same form was 5% slower (ptxas issued the next pair's
+// loads late in the compute), so M <= 8 keeps the loop above.
+template <int RT, int NB>
+__device__ __forceinline__ void rp_accumulate_3buf(const std::uint8_t* const (&wt)[RT],
+                                                   const std::uint8_t* const (&st)[RT],
+                                                   const std::uint16_t* const (&xr)[NB], int c_beg, int c_end,
+                                                   float (&acc)[RT][NB][4]) {
+  const std::uint8_t* wp[RT];  // at chunk pair cp
+  const std::uint8_t* sp[RT];
+  const uint4* xp[NB];  // a pair = 16 uint4 of an activation row
+#pragma unroll
+  for (int r = 0; r < RT; ++r) {
+    wp[r] = wt[r] + static_cast<std::size_t>(c_beg) * 1024;
+    sp[r] = st[r] + static_cast<std::size_t>(c_beg) * 128;
+  }
+#pragma unroll
+  for (int b = 0; b < NB; ++b) xp[b] = reinterpret_cast<const uint4*>(xr[b]) + static_cast<std::size_t>(c_beg) * 16;
+  auto load = [&](int i, uint4 (&w)[RT][2], std::uint32_t (&s)[RT]) {  // pair cp + i
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+      w[r][0] = ld_stream16_nohint(wp[r] + 1024 * i);
+      w[r][1] = ld_stream16_nohint(wp[r] + 1024 * i + 512);
+      s[r] = ld_stream4(sp[r] + 128 * i);
+    }
+  };
+  auto compute = [&](int i, const uint4 (&w)[RT][2], const std::uint32_t (&s)[RT]) {  // pair cp + i
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      std::uint32_t xw[NB][8];
+#pragma unroll
+      for (int b = 0; b < NB; ++b) rp_load_x(xp[b] + 16 * i + 8 * h, xw[b]);
+      rp_half<RT, NB>(h, w, s, xw, acc);
+    }
+  };
+  uint4 wa[RT][2], wb[RT][2], wc[RT][2];
+  std::uint32_t sa[RT], sb[RT], sc[RT];
+  if (c_beg < c_end) load(0, wa, sa);
+  if (c_beg + 1 < c_end) load(1, wb, sb);
+  for (int cp = c_beg; cp < c_end; cp += 3) {
+    if (cp + 2 < c_end) load(2, wc, sc);  // warp-uniform
+    compute(0, wa, sa);
+    if (cp + 1 >= c_end) break;
+    if (cp + 3 < c_end) load(3, wa, sa);
+    compute(1, wb, sb);
+    if (cp + 2 >= c_end) break;
+    if (cp + 4 < c_end) load(4, wb, sb);
+    compute(2, wc, sc);
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+      wp[r] += 3 * 1024;
+      sp[r] += 3 * 128;
+    }
+#pragma unroll
+    for (int b = 0; b < NB; ++b) xp[b] += 3 * 16;
   }
 }
 
@@ -754,7 +826,10 @@ __global__ void __launch_bounds__(512) gemv_nvfp4_rp_kernel(GemvArgs p, int k_sp
     for (int b = 0; b < NB; ++b)
 #pragma unroll
       for (int c = 0; c < 4; ++c) acc[r][b][c] = 0.0f;
-  rp_accumulate<RT, NB>(wt, st, xr, c_beg, c_end, acc);
+  if constexpr (NB == 1)
+    rp_accumulate<RT, NB>(wt, st, xr, c_beg, c_end, acc);
+  else
+    rp_accumulate_3buf<RT, NB>(wt, st, xr, c_beg, c_end, acc);
   reduce_and_store<RT, NB>(acc, rp_red, p, warp, k_split, groups, g, t);
 }
 
