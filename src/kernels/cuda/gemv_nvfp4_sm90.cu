@@ -710,13 +710,15 @@ __device__ __forceinline__ void rp_accumulate(const std::uint8_t* const (&wt)[RT
   }
 }
 
-// The rp main loop for M = 9..16 (NB = 2), same contract: three register buffers (pairs cp + 1
-// and cp + 2 in flight while cp is computed) and running pointers with immediate offsets. At
-// M = 16 this measured 7% faster than the two-buffer loop (16384^2: 44.5 against 48.0 us,
-// docs/perf-cuda.md 16); at M = 1 the same form was 5% slower (ptxas issued the next pair's
-// loads late in the compute), so M <= 8 keeps the loop above.
+// The rp main loop for M = 9..16 (NB = 2), same contract, with running pointers and immediate
+// offsets. RT = 2: three register buffers (pairs cp + 1 and cp + 2 in flight while cp is
+// computed; 16384^2 at M = 16: 44.5 against 48.0 us with two, docs/perf-cuda.md 16). RT = 1: two
+// buffers, which keep rp<1,2> at 64 registers (three: 67), so 16-warp blocks fit twice per SM;
+// with it `nvfp4 tune` moved 6 of the 13 M = 16 classes to 16 rows per warp, 5-16% faster.
+// M <= 8 keeps the loop above: in this pointer form ptxas issued the next pair's loads late in
+// the compute and M = 1 ran 5% slower.
 template <int RT, int NB>
-__device__ __forceinline__ void rp_accumulate_3buf(const std::uint8_t* const (&wt)[RT],
+__device__ __forceinline__ void rp_accumulate_m16(const std::uint8_t* const (&wt)[RT],
                                                    const std::uint8_t* const (&st)[RT],
                                                    const std::uint16_t* const (&xr)[NB], int c_beg, int c_end,
                                                    float (&acc)[RT][NB][4]) {
@@ -747,6 +749,29 @@ __device__ __forceinline__ void rp_accumulate_3buf(const std::uint8_t* const (&w
       rp_half<RT, NB>(h, w, s, xw, acc);
     }
   };
+  auto advance = [&](int pairs) {
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+      wp[r] += 1024 * pairs;
+      sp[r] += 128 * pairs;
+    }
+#pragma unroll
+    for (int b = 0; b < NB; ++b) xp[b] += 16 * pairs;
+  };
+  if constexpr (RT == 1) {
+    uint4 wa[RT][2], wb[RT][2];
+    std::uint32_t sa[RT], sb[RT];
+    if (c_beg < c_end) load(0, wa, sa);
+    for (int cp = c_beg; cp < c_end; cp += 2) {
+      if (cp + 1 < c_end) load(1, wb, sb);  // warp-uniform
+      compute(0, wa, sa);
+      if (cp + 1 >= c_end) break;
+      if (cp + 2 < c_end) load(2, wa, sa);
+      compute(1, wb, sb);
+      advance(2);
+    }
+    return;
+  }
   uint4 wa[RT][2], wb[RT][2], wc[RT][2];
   std::uint32_t sa[RT], sb[RT], sc[RT];
   if (c_beg < c_end) load(0, wa, sa);
@@ -760,13 +785,7 @@ __device__ __forceinline__ void rp_accumulate_3buf(const std::uint8_t* const (&w
     if (cp + 2 >= c_end) break;
     if (cp + 4 < c_end) load(4, wb, sb);
     compute(2, wc, sc);
-#pragma unroll
-    for (int r = 0; r < RT; ++r) {
-      wp[r] += 3 * 1024;
-      sp[r] += 3 * 128;
-    }
-#pragma unroll
-    for (int b = 0; b < NB; ++b) xp[b] += 3 * 16;
+    advance(3);
   }
 }
 
@@ -829,7 +848,7 @@ __global__ void __launch_bounds__(512) gemv_nvfp4_rp_kernel(GemvArgs p, int k_sp
   if constexpr (NB == 1)
     rp_accumulate<RT, NB>(wt, st, xr, c_beg, c_end, acc);
   else
-    rp_accumulate_3buf<RT, NB>(wt, st, xr, c_beg, c_end, acc);
+    rp_accumulate_m16<RT, NB>(wt, st, xr, c_beg, c_end, acc);
   reduce_and_store<RT, NB>(acc, rp_red, p, warp, k_split, groups, g, t);
 }
 

@@ -65,21 +65,23 @@ const GemvTableEntry kBuiltin[] = {
     {90, "exact/14336x4096", no_overlap({16, 4, 4}), 11.89, GemvLayout::kRepacked, 8},   // gate / up
     {90, "exact/128256x4096", {16, 4, 2}, 77.75, GemvLayout::kRepacked, 8},  // lm_head
     // M = 9..16 per launch (the NB = 2 kernel): `nvfp4 tune --layout repacked` on an H200,
-    // 2026-11-30 (M=16 bf16, rotated weights, graph medians, us; bench/results/
-    // cuda-2026-11-30-h200-tuning-rp-m16.json). The M <= 8 winners are 20-40% slower here.
-    {90, "n_small/k_small", no_overlap({16, 4, 4}), 3.25, GemvLayout::kRepacked, 16},         // 4096 x 512
-    {90, "n_small/k_mid", {16, 8, 8}, 6.91, GemvLayout::kRepacked, 16},           // 4096 x 4096
-    {90, "n_small/k_large", {32, 16, 16}, 14.87, GemvLayout::kRepacked, 16},      // 4096 x 14336
-    {90, "n_mid/k_small", {32, 4, 4}, 7.85, GemvLayout::kRepacked, 16},           // 16384 x 1024
-    {90, "n_mid/k_mid", {32, 4, 2}, 28.15, GemvLayout::kRepacked, 16},            // 28672 x 4096
-    {90, "n_mid/k_large", {32, 8, 4}, 49.16, GemvLayout::kRepacked, 16},          // 16384 x 16384
-    {90, "n_large/k_small", {32, 2, 1}, 37.62, GemvLayout::kRepacked, 16},        // 131072 x 1024
-    {90, "n_large/k_mid", {32, 4, 2}, 82.17, GemvLayout::kRepacked, 16},          // 151936 x 2560
-    {90, "n_large/k_large", no_overlap({32, 1, 1}), 152.74, GemvLayout::kRepacked, 16},       // 65536 x 12288
-    {90, "exact/1024x4096", {16, 16, 16}, 4.59, GemvLayout::kRepacked, 16},       // 1024 x 4096
-    {90, "exact/6144x4096", {16, 8, 8}, 8.08, GemvLayout::kRepacked, 16},         // 6144 x 4096
-    {90, "exact/14336x4096", {32, 4, 4}, 15.91, GemvLayout::kRepacked, 16},       // 14336 x 4096
-    {90, "exact/128256x4096", {32, 1, 1}, 102.37, GemvLayout::kRepacked, 16},     // 128256 x 4096
+    // 2026-11-30 16:52 UTC, after rp<1,2> went to two buffers / 64 registers (M=16 bf16, rotated
+    // weights, graph medians, us; overlap verdicts from the same run; bench/results/
+    // cuda-2026-11-30-h200-tuning-rp12-2buf.json). Kept from the earlier run: the no_overlap of
+    // n_large/k_large (180.55 / 147.83 us there; rp<2,2> is unchanged since).
+    {90, "n_small/k_small", no_overlap({16, 4, 4}), 3.13, GemvLayout::kRepacked, 16},         // 4096 x 512
+    {90, "n_small/k_mid", no_overlap({16, 8, 8}), 6.40, GemvLayout::kRepacked, 16},           // 4096 x 4096
+    {90, "n_small/k_large", {16, 16, 16}, 13.59, GemvLayout::kRepacked, 16},                 // 4096 x 14336
+    {90, "n_mid/k_small", {16, 4, 4}, 6.91, GemvLayout::kRepacked, 16},                      // 16384 x 1024
+    {90, "n_mid/k_mid", no_overlap({16, 4, 2}), 23.91, GemvLayout::kRepacked, 16},            // 28672 x 4096
+    {90, "n_mid/k_large", {32, 8, 4}, 44.90, GemvLayout::kRepacked, 16},                     // 16384 x 16384
+    {90, "n_large/k_small", {16, 4, 1}, 33.93, GemvLayout::kRepacked, 16},                   // 131072 x 1024
+    {90, "n_large/k_mid", {32, 4, 2}, 77.30, GemvLayout::kRepacked, 16},                     // 151936 x 2560
+    {90, "n_large/k_large", no_overlap({32, 1, 1}), 144.08, GemvLayout::kRepacked, 16},       // 65536 x 12288
+    {90, "exact/1024x4096", no_overlap({16, 16, 16}), 4.39, GemvLayout::kRepacked, 16},       // 1024 x 4096
+    {90, "exact/6144x4096", no_overlap({16, 8, 8}), 7.57, GemvLayout::kRepacked, 16},         // 6144 x 4096
+    {90, "exact/14336x4096", no_overlap({16, 4, 4}), 13.64, GemvLayout::kRepacked, 16},       // 14336 x 4096
+    {90, "exact/128256x4096", {32, 1, 1}, 95.33, GemvLayout::kRepacked, 16},                 // 128256 x 4096
 };
 
 std::mutex g_mu;
