@@ -603,11 +603,13 @@ bool wa_ok(const GemvArgs& a, const GemvTile& tile) {
 // are, fp16 / fp32 as 2 / 3 exact bf16 pieces prepared by the API layer and summed in the
 // epilogue (reduce_and_store). Overlapped (programmatic dependent) launch when GemvArgs::pdl.
 // Per lane and 64-k chunk: one 16-byte load = 32 weights = the A fragments of 4 mma steps for
-// rows g, g+8; per 2 chunks one 4-byte scale load. Per 32 weights (bf16 SASS budget, predicted): decode 4 x 8 ops, 16 HMUL2, 4 HMMA
-// per n8 tile, 4 scale ops, ~1 activation load (shared by the RT row tiles): ~2 per weight
-// against 3.7 for the wa kernel (docs/perf-cuda.md 7). B = the lane's own activation words
-// (no PRMT). Addressing: one 64-bit base per row tile, 32-bit offsets, a register double buffer
-// of weights + scales (the next chunk pair is in flight while this one is computed).
+// rows g, g+8; per 2 chunks one 4-byte scale load. Per 32 weights: decode 4 x 9 integer ops,
+// 16 HMUL2, 4 HMMA per n8 tile, 2 scale ops, 2 activation loads (shared by the RT row tiles).
+// Measured in SASS (scripts/sass.sh): 142 instructions per warp and chunk pair at M = 1, of
+// which ~127 are that work; the kernel uses about half of every scheduler's issue slots, so
+// every other instruction in the loop costs time (docs/perf-cuda.md 15-16). B = the lane's own
+// activation words (no PRMT). Register buffers of weights + scales: two at M <= 8
+// (rp_accumulate), two or three at M = 9..16 (rp_accumulate_m16).
 // ---------------------------------------------------------------------------------------------
 __device__ __forceinline__ std::uint32_t ld_stream4(const std::uint8_t* p) {
   std::uint32_t v;
