@@ -604,7 +604,7 @@ bool wa_ok(const GemvArgs& a, const GemvTile& tile) {
 // epilogue (reduce_and_store). Overlapped (programmatic dependent) launch when GemvArgs::pdl.
 // Per lane and 64-k chunk: one 16-byte load = 32 weights = the A fragments of 4 mma steps for
 // rows g, g+8; per 2 chunks one 4-byte scale load. Per 32 weights: decode 4 x 9 integer ops,
-// 16 HMUL2, 4 HMMA per n8 tile, 2 scale ops, 2 activation loads (shared by the RT row tiles).
+// 16 HMUL2, 4 HMMA per n8 tile, 4 scale ops, 2 activation loads (shared by the RT row tiles).
 // Measured in SASS (scripts/sass.sh): 142 instructions per warp and chunk pair at M = 1, of
 // which ~127 are that work; the kernel uses about half of every scheduler's issue slots, so
 // every other instruction in the loop costs time (docs/perf-cuda.md 15-16). B = the lane's own
