@@ -106,6 +106,8 @@ TEST(CpuMatmul, AllPathsAllTargetsMatchOracle) {
       // one-pass 5..8-row tiles (MR x 2) with odd N (single-row tail tiles) and a K tail; M=3
       // takes the 3 x 4 tile (N=131: 32 tiles + 3 single rows).
       {5, 9, 1024, 0},     {6, 41, 784, 3},   {8, 3, 528, 0},
+      // M = 9..24 bf16 takes the GEMV on CPUs without AMX (gemv_bf16_max_m): 3 groups of 8 rows.
+      {24, 19, 1040, 5},
   };
   std::uint64_t seed = 1234;
   for (const Case& c : cases) {
@@ -427,6 +429,15 @@ TEST(CpuMatmulSplit, DispatchFollowsTuningTable) {
   EXPECT_EQ(cpu::cpu_path_for(5, DType::kBF16), CpuPath::kGemvAvx512Bf16);
   EXPECT_NE(cpu::cpu_path_for(t.gemv_max_m + 1, DType::kF16), CpuPath::kGemvAvx512Bf16);
   EXPECT_EQ(cpu::cpu_kernel_name(2, DType::kF32), "gemv_nvfp4_avx512bf16_sp3");
+  {  // bf16 above gemv_max_m: the vdpbf16ps GEMV up to gemv_bf16_max_m where no AMX GEMM runs,
+     // the GEMM above it; fp16 / fp32 above gemv_max_m never take it.
+    const bool amx_gemm = cpu::cpu_path_supported(CpuPath::kGemmAmx, DType::kBF16);
+    const CpuPath gemm = amx_gemm ? CpuPath::kGemmAmx : CpuPath::kGemmAvx512Bf16;
+    EXPECT_EQ(cpu::cpu_path_for(t.gemv_max_m + 1, DType::kBF16), amx_gemm ? gemm : CpuPath::kGemvAvx512Bf16);
+    EXPECT_EQ(cpu::cpu_path_for(t.gemv_bf16_max_m, DType::kBF16), amx_gemm ? gemm : CpuPath::kGemvAvx512Bf16);
+    EXPECT_EQ(cpu::cpu_path_for(t.gemv_bf16_max_m + 1, DType::kBF16), gemm);
+    EXPECT_NE(cpu::cpu_path_for(t.gemv_max_m + 1, DType::kF32), CpuPath::kGemvAvx512Bf16);
+  }
   {  // The AMX link on top: M = 2 and 5 in gemv_amx_rows take it exactly where it can run.
     cpu::CpuTuning ta = t;
     ta.gemv_amx_rows = 0x12;
