@@ -8,8 +8,8 @@
 // Blocking as the fp32 GEMM (gemm_nvfp4_hwy.cpp): a task owns MC rows x NC columns; per KC slice
 // it decodes its NC weight rows into a pair-layout panel Bp[KC/2][NC][2] -- the layout both
 // vdpbf16ps (a u32 pair per lane) and AMX TDPBF16PS (B tile rows = K pairs) read -- and calls
-// the microkernel on rows padded to 32. x is copied once into a zero-padded [Mpad32][Kpad32]
-// buffer so no microkernel ever needs an edge case.
+// the microkernel on rows padded to its row block (32 for AMX, 8 for vdpbf16ps). x is copied once
+// into a zero-padded [Mpad][Kpad32] buffer so no microkernel ever needs an edge case.
 //
 // Panel decode (AVX-512F, every CPU that runs either microkernel): one weight row's 16 packed
 // bytes (32 k = 2 blocks) widen to 16 u32 lanes; vpermps on the low / high nibble gives the
@@ -154,7 +154,11 @@ bool bf16_kernel_supported(Bf16Kernel kind) {
 
 void gemm_nvfp4_bf16(const MatmulArgs& a, Bf16Kernel kind) {
   const std::int64_t m = a.m, n = a.n, k = a.k;
-  const std::int64_t kpad = round_up(k, 32), mpad = round_up(m, 32);
+  // Rows are padded to the microkernel's row block: 32 for AMX (2 x 16-row tiles), 8 for the
+  // vdpbf16ps kernel (MR = 8). Padding the latter to 32 as well made M = 9..31 cost as much as
+  // M = 32 (docs/perf-cpu.md 9).
+  const std::int64_t mq = kind == Bf16Kernel::kAmx ? 32 : 8;
+  const std::int64_t kpad = round_up(k, 32), mpad = round_up(m, mq);
   const CpuTuning& tune = cpu_tuning();
   const std::int64_t threads = num_threads();
   const std::int64_t mc = round_up(tune.gemm_mc, 32), kcmax = round_up(tune.gemm_kc, 32);
@@ -178,7 +182,7 @@ void gemm_nvfp4_bf16(const MatmulArgs& a, Bf16Kernel kind) {
 
   parallel_for(mblocks * nblocks, [&](std::int64_t t) {
     const std::int64_t nb = t % nblocks, mb = t / nblocks;
-    const std::int64_t m0 = mb * mc, rows = std::min(mc, m - m0), rows_pad = round_up(rows, 32);
+    const std::int64_t m0 = mb * mc, rows = std::min(mc, m - m0), rows_pad = round_up(rows, mq);
     const std::int64_t n0 = nb * nc, cols = std::min(nc, n - n0);
     auto cacc = alloc64<float>(rows_pad * nc);
     auto bp = alloc64<std::uint16_t>(nc * kcmax);

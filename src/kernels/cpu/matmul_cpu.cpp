@@ -88,8 +88,8 @@ CpuPath cpu_path_for(std::int64_t m, DType t) {
     return take && cpu_path_supported(CpuPath::kGemvAvx512Bf16, t) ? CpuPath::kGemvAvx512Bf16 : CpuPath::kGemv;
   }
   if (cpu_path_supported(CpuPath::kGemmAmx, t)) return CpuPath::kGemmAmx;
-  // Mid M, bf16, no AMX: the vdpbf16ps GEMV in groups of 8 rows beats the bf16 GEMM, which pads
-  // M to 32 (tuning_cpu.h: gemv_bf16_max_m).
+  // Mid M, bf16, no AMX: the vdpbf16ps GEMV in groups of 8 rows beats the bf16 GEMM up to
+  // gemv_bf16_max_m (measured: tuning_cpu.h).
   if (t == DType::kBF16 && m <= tune.gemv_bf16_max_m && cpu_path_supported(CpuPath::kGemvAvx512Bf16, t))
     return CpuPath::kGemvAvx512Bf16;
   if (cpu_path_supported(CpuPath::kGemmAvx512Bf16, t)) return CpuPath::kGemmAvx512Bf16;

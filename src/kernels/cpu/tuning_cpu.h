@@ -14,12 +14,12 @@ struct CpuTuning {
   std::int64_t gemv_max_m = 8;
   // bf16 activations, M above gemv_max_m, where the CPU has no AMX GEMM: the vdpbf16ps GEMV (in
   // balanced groups of <= 8 rows, each group streaming the weights from L1/L2 again) up to this
-  // M, the bf16 GEMM above. The GEMM pads M to a multiple of 32, so at M = 9..31 it does the work
-  // of M = 32. Measured (Zen 4 VM, 2 threads, cold, cpu_paths_bench, us median, GEMV / GEMM,
-  // 2026-11-30 17:05 UTC, docs/perf-cpu.md 9): 9728 x 2560 M=12 2895 / 5359, M=16 3526 / 5365,
-  // M=20 4287 / 5387, M=24 4914 / 5483, M=28 5635 / 5443 (GEMM ahead), M=32 6336 / 5541;
-  // 4096 x 14336 M=16 6303 / 12026, M=24 10347 / 12775, M=32 12194 / 11987; 2560 x 9728 M=24
-  // 3812 / 5251. AMX hosts keep their AMX GEMV (M <= 16) and AMX GEMM.
+  // M, the bf16 GEMM above. Measured (Zen 4 VM, 2 threads, cold, cpu_paths_bench, us median,
+  // GEMV / GEMM with rows padded to 8, docs/perf-cpu.md 9; bench/results/cpu-2026-11-30-zen4-
+  // gemm-row-padding.log): 9728 x 2560 M=12 2851 / 3462, M=16 3504 / 3506, M=20 4263 / 4428,
+  // M=24 4809 / 4435; 4096 x 14336 M=16 6574 / 7757, M=24 9149 / 9726, M=40 15263 / 14097;
+  // 2560 x 9728 M=16 2646 / 3312, M=24 4136 / 4627. AMX hosts keep their AMX GEMV (M <= 16) and
+  // AMX GEMM.
   std::int64_t gemv_bf16_max_m = 24;
   // fp16 / fp32 activations with M <= gemv_max_m take the AVX512-BF16 GEMV (split exactly into
   // 2 / 3 bf16 pieces, i.e. 2M / 3M kernel rows) for the M whose bit (M-1) is set here, else the
