@@ -65,7 +65,7 @@ const GemvTableEntry kBuiltin[] = {
     {90, "exact/14336x4096", no_overlap({16, 4, 4}), 11.89, GemvLayout::kRepacked, 8},   // gate / up
     {90, "exact/128256x4096", {16, 4, 2}, 77.75, GemvLayout::kRepacked, 8},  // lm_head
     // M = 9..16 per launch (the NB = 2 kernel): `nvfp4 tune --layout repacked` on an H200,
-    // 2026-11-30 16:52 UTC, after rp<1,2> went to two buffers / 64 registers (M=16 bf16, rotated
+    // 2026-11-30 16:45 UTC, after rp<1,2> went to two buffers / 64 registers (M=16 bf16, rotated
     // weights, graph medians, us; overlap verdicts from the same run; bench/results/
     // cuda-2026-11-30-h200-tuning-rp12-2buf.json). Kept from the earlier run: the no_overlap of
     // n_large/k_large (180.55 / 147.83 us there; rp<2,2> is unchanged since).
