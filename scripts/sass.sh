@@ -6,8 +6,9 @@
 # calls) provide them, installed once into a venv.
 #   scripts/sass.sh [FILE] [KERNEL_REGEX] [--dump]
 #   e.g. scripts/sass.sh src/kernels/cuda/gemv_nvfp4_sm90.cu 'rp_kernelILi1ELi1E' --dump
-# Prints per matching kernel: registers, spill bytes, instruction count and the 12 most frequent
-# opcodes; --dump also prints the kernel's SASS.
+# Prints per matching kernel: registers, spill bytes, instruction count, the 12 most frequent
+# opcodes, and the main loop (the backward branch whose body holds the most HMMA/FFMA, else the
+# longest): its length and opcode mix; --dump also prints the kernel's SASS.
 set -euo pipefail
 file=${1:-src/kernels/cuda/gemv_nvfp4_sm90.cu}
 pattern=${2:-_kernel}
@@ -16,15 +17,17 @@ root=$(git rev-parse --show-toplevel)
 venv=${NVFP4_TOOLS_VENV:-$HOME/.cache/nvfp4-cuda-tools}
 tool() { find "$venv" -name "$1" -type f 2>/dev/null | head -1; }
 if [ -z "$(tool cuobjdump)" ] || [ -z "$(tool nvdisasm)" ]; then
-  python3 -m venv "$venv" >/dev/null
-  "$venv/bin/pip" install -q nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm >/dev/null
+  python3 -m venv "$venv" >/dev/null || { echo "sass.sh: python3 -m venv failed (apt-get install python3-venv)" >&2; exit 1; }
+  "$venv/bin/pip" install -q nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm >/dev/null ||
+    { echo "sass.sh: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm failed" >&2; exit 1; }
 fi
 cuobjdump=$(tool cuobjdump)
 export PATH=$(dirname "$(tool nvdisasm)"):$PATH  # cuobjdump runs nvdisasm
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 nvcc -std=c++17 -O3 -DNDEBUG -DNVFP4_HAVE_CUDA=1 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr \
-  -I "$root/include" -I "$root/src" -I "$root" -cubin -Xptxas -v -o "$tmp/k.cubin" "$root/$file" 2> "$tmp/ptxas.txt"
+  -I "$root/include" -I "$root/src" -I "$root" -cubin -Xptxas -v -o "$tmp/k.cubin" "$root/$file" 2> "$tmp/ptxas.txt" ||
+  { cat "$tmp/ptxas.txt" >&2; echo "sass.sh: nvcc failed on $file" >&2; exit 1; }
 "$cuobjdump" -sass "$tmp/k.cubin" > "$tmp/k.sass"
 # ptxas -v: "Compiling entry function 'NAME'" then "... N bytes spill stores ..." and "Used R registers".
 awk '/Compiling entry function/ {n = $0; sub(/.*function .?/, "", n); sub(/.? for .*/, "", n)}
@@ -39,5 +42,31 @@ for f in "$tmp"/f_*; do
   ops=$(awk '{for (i = 2; i <= NF; i++) if ($i !~ /^@/) {print $i; break}}' "$f" | sed 's/\..*//; s/;//')
   echo "$short: $regs registers, spill bytes (stores+loads) $spill, $(echo "$ops" | wc -l) instructions"
   echo "$ops" | sort | uniq -c | sort -rn | head -12 | awk '{printf "  %6d %s\n", $1, $2}'
-  [ "$dump" = --dump ] && sed -E 's/^ +//' "$f"
+  python3 - "$f" <<'PY'
+import collections, re, sys
+ins = []
+for line in open(sys.argv[1]):
+    m = re.match(r"\s*/\*([0-9a-f]+)\*/\s+(.*?)\s*;", line)
+    if m:
+        ins.append((int(m.group(1), 16), m.group(2)))
+pos = {a: i for i, (a, _) in enumerate(ins)}
+best = None
+for i, (a, text) in enumerate(ins):
+    m = re.search(r"BRA (0x[0-9a-f]+)", text)
+    target = int(m.group(1), 16) if m else None
+    if target is None or target >= a or target not in pos:
+        continue
+    body = ins[pos[target]:i + 1]
+    math = sum(("HMMA" in t) or ("FFMA" in t) for _, t in body)
+    if best is None or (math, len(body)) > best[0]:
+        best = ((math, len(body)), body)
+if best:
+    mix = collections.Counter()
+    for _, t in best[1]:
+        w = t.split()
+        op = w[1] if w[0].startswith("@") and len(w) > 1 else w[0]
+        mix[op.split(".")[0]] += 1
+    print("  main loop: %d instructions: %s" % (len(best[1]), " ".join("%s %d" % kv for kv in mix.most_common())))
+PY
+  if [ "$dump" = --dump ]; then sed -E 's/^ +//' "$f"; fi
 done
