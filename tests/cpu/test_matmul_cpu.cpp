@@ -427,16 +427,19 @@ TEST(CpuMatmulSplit, DispatchFollowsTuningTable) {
   EXPECT_EQ(cpu::cpu_path_for(4, DType::kF16), CpuPath::kGemv);
   EXPECT_EQ(cpu::cpu_path_for(8, DType::kF16), CpuPath::kGemvAvx512Bf16);
   EXPECT_EQ(cpu::cpu_path_for(5, DType::kBF16), CpuPath::kGemvAvx512Bf16);
-  EXPECT_NE(cpu::cpu_path_for(t.gemv_max_m + 1, DType::kF16), CpuPath::kGemvAvx512Bf16);
   EXPECT_EQ(cpu::cpu_kernel_name(2, DType::kF32), "gemv_nvfp4_avx512bf16_sp3");
-  {  // bf16 above gemv_max_m: the vdpbf16ps GEMV up to gemv_bf16_max_m where no AMX GEMM runs,
-     // the GEMM above it; fp16 / fp32 above gemv_max_m never take it.
-    const bool amx_gemm = cpu::cpu_path_supported(CpuPath::kGemmAmx, DType::kBF16);
-    const CpuPath gemm = amx_gemm ? CpuPath::kGemmAmx : CpuPath::kGemmAvx512Bf16;
-    EXPECT_EQ(cpu::cpu_path_for(t.gemv_max_m + 1, DType::kBF16), amx_gemm ? gemm : CpuPath::kGemvAvx512Bf16);
-    EXPECT_EQ(cpu::cpu_path_for(t.gemv_bf16_max_m, DType::kBF16), amx_gemm ? gemm : CpuPath::kGemvAvx512Bf16);
-    EXPECT_EQ(cpu::cpu_path_for(t.gemv_bf16_max_m + 1, DType::kBF16), gemm);
-    EXPECT_NE(cpu::cpu_path_for(t.gemv_max_m + 1, DType::kF32), CpuPath::kGemvAvx512Bf16);
+  {  // Above gemv_max_m: the vdpbf16ps GEMV up to the dtype's bound where the host has no AMX,
+     // the GEMM above it (bf16: the bf16 or AMX GEMM; fp16 / fp32: the fp32 GEMM).
+    const bool amx = cpu::cpu_path_supported(CpuPath::kGemmAmx, DType::kBF16);
+    struct B { DType t; std::int64_t max_m; CpuPath gemm; };
+    for (const B& b : {B{DType::kBF16, t.gemv_bf16_max_m, amx ? CpuPath::kGemmAmx : CpuPath::kGemmAvx512Bf16},
+                       B{DType::kF16, t.gemv_f16_max_m, CpuPath::kGemmF32},
+                       B{DType::kF32, t.gemv_f32_max_m, CpuPath::kGemmF32}}) {
+      SCOPED_TRACE(dtype_name(b.t));
+      EXPECT_EQ(cpu::cpu_path_for(t.gemv_max_m + 1, b.t), amx ? b.gemm : CpuPath::kGemvAvx512Bf16);
+      EXPECT_EQ(cpu::cpu_path_for(b.max_m, b.t), amx ? b.gemm : CpuPath::kGemvAvx512Bf16);
+      EXPECT_EQ(cpu::cpu_path_for(b.max_m + 1, b.t), b.gemm);
+    }
   }
   {  // The AMX link on top: M = 2 and 5 in gemv_amx_rows take it exactly where it can run.
     cpu::CpuTuning ta = t;

@@ -88,9 +88,13 @@ CpuPath cpu_path_for(std::int64_t m, DType t) {
     return take && cpu_path_supported(CpuPath::kGemvAvx512Bf16, t) ? CpuPath::kGemvAvx512Bf16 : CpuPath::kGemv;
   }
   if (cpu_path_supported(CpuPath::kGemmAmx, t)) return CpuPath::kGemmAmx;
-  // Mid M, bf16, no AMX: the vdpbf16ps GEMV in groups of 8 rows beats the bf16 GEMM up to
-  // gemv_bf16_max_m (measured: tuning_cpu.h).
-  if (t == DType::kBF16 && m <= tune.gemv_bf16_max_m && cpu_path_supported(CpuPath::kGemvAvx512Bf16, t))
+  // Mid M on a host without AMX: the vdpbf16ps GEMV in groups of 8 (virtual) rows beats the bf16
+  // GEMM (bf16) and the fp32 GEMM (fp16 / fp32) up to a per-dtype M (measured: tuning_cpu.h).
+  const std::int64_t mid_max = t == DType::kBF16 ? tune.gemv_bf16_max_m
+                               : t == DType::kF16 ? tune.gemv_f16_max_m
+                                                  : tune.gemv_f32_max_m;
+  if (m <= mid_max && !cpu_path_supported(CpuPath::kGemmAmx, DType::kBF16) &&
+      cpu_path_supported(CpuPath::kGemvAvx512Bf16, t))
     return CpuPath::kGemvAvx512Bf16;
   if (cpu_path_supported(CpuPath::kGemmAvx512Bf16, t)) return CpuPath::kGemmAvx512Bf16;
   return CpuPath::kGemmF32;

@@ -21,6 +21,15 @@ struct CpuTuning {
   // 2560 x 9728 M=16 2646 / 3312, M=24 4136 / 4627. AMX hosts keep their AMX GEMV (M <= 16) and
   // AMX GEMM.
   std::int64_t gemv_bf16_max_m = 24;
+  // The same for fp16 / fp32 activations (the GEMV splits them exactly into 2 / 3 bf16 pieces;
+  // above these M they take the Highway fp32 GEMM; hosts with AMX keep their choice, unmeasured
+  // there). Measured (same VM and tool, 17:30-17:35 UTC, us median, split GEMV / fp32 GEMM,
+  // bench/results/cpu-2026-11-30-zen4-mid-m-f16-f32.log): fp16 4096 x 14336 M=12 9183 / 20105,
+  // M=16 12261 / 22141, M=24 18379 / 26881, M=32 25309 / 32074; 9728 x 2560 M=16 7485 / 9784,
+  // M=24 10097 / 11620. fp32 4096 x 14336 M=12 13905 / 19883, M=16 19005 / 22467, M=24 30455 /
+  // 29450 (the GEMM ahead).
+  std::int64_t gemv_f16_max_m = 32;
+  std::int64_t gemv_f32_max_m = 16;
   // fp16 / fp32 activations with M <= gemv_max_m take the AVX512-BF16 GEMV (split exactly into
   // 2 / 3 bf16 pieces, i.e. 2M / 3M kernel rows) for the M whose bit (M-1) is set here, else the
   // Highway fp32 GEMV. Same results contract either way (oracle within the documented tolerance).
