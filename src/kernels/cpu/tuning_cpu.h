@@ -23,7 +23,7 @@ struct CpuTuning {
   std::int64_t gemv_bf16_max_m = 24;
   // The same for fp16 / fp32 activations (the GEMV splits them exactly into 2 / 3 bf16 pieces;
   // above these M they take the Highway fp32 GEMM; hosts with AMX keep their choice, unmeasured
-  // there). Measured (same VM and tool, 17:30-17:35 UTC, us median, split GEMV / fp32 GEMM,
+  // there). Measured (same VM and tool, 17:28-17:31 UTC, us median, split GEMV / fp32 GEMM,
   // bench/results/cpu-2026-11-30-zen4-mid-m-f16-f32.log): fp16 4096 x 14336 M=12 9183 / 20105,
   // M=16 12261 / 22141, M=24 18379 / 26881, M=32 25309 / 32074; 9728 x 2560 M=16 7485 / 9784,
   // M=24 10097 / 11620. fp32 4096 x 14336 M=12 13905 / 19883, M=16 19005 / 22467, M=24 30455 /
