@@ -21,7 +21,8 @@ namespace nvfp4::cpu {
 // noisy. On the Emerald Rapids host (AMX, 2 cores, 2026-11-30 15:43 UTC, same process): M=1 cold
 // 1956 -> 1856 us (-5%), hot (L3-resident) 1887 -> 1835 and 1743 -> 1690 us (-3%), i.e. less
 // than on Zen 4 there. So it pays where the weights are cache resident; DRAM-streamed decode
-// gains 3-5%. Use it for M = 1, and M = 2..8 on CPUs without AMX. Where the canonical path runs
+// gains 3-5%. Use it wherever the canonical path runs that GEMV: M = 1, and on CPUs without AMX
+// bf16 M <= 24, fp16 M <= 32, fp32 M <= 16 (cpu_path_for; docs/perf-cpu.md 9). Where the canonical path runs
 // the AMX GEMV (M >= 2 on AMX hosts) the two trade places (same run, cold / hot us: M=2 pre-split
 // 2892 / 2720 vs AMX 2968 / 4187; M=4 4832 / 4503 vs 4545 / 4433; M=8 7356 / 7102 vs 2884 / 1982).
 //
@@ -48,9 +49,9 @@ bool repack_for_gemv_cpu_supported();
 // packed bytes or scales. Bad arguments throw nvfp4::Error naming the operation and the shape.
 void repack_for_gemv_cpu(const WeightView& canonical, std::uint8_t* packed_out);
 
-// y = x . dequant(w)^T on pre-split weights, any M (tuned for decode, M <= 8: M > 8 runs the
-// GEMV in passes of 8 activation rows; the canonical quantized_matmul takes a GEMM there, and
-// on AMX hosts an AMX GEMV from M = 2: see the measurements above).
+// y = x . dequant(w)^T on pre-split weights, any M (the GEMV runs activation rows in passes of
+// <= 8; above the bounds named above the canonical quantized_matmul takes a GEMM instead, and on
+// AMX hosts an AMX GEMV from M = 2: see the measurements above).
 // Activations bf16, fp16 or fp32 (x.cols in (K-16, K]); output in the activation dtype. Same
 // validation (validate_matmul), tolerance and exactness as the canonical CPU path: the results
 // are bit-identical to the canonical AVX512-BF16 GEMV on the same weights (same summation order;

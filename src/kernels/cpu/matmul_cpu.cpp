@@ -93,8 +93,8 @@ CpuPath cpu_path_for(std::int64_t m, DType t) {
   const std::int64_t mid_max = t == DType::kBF16 ? tune.gemv_bf16_max_m
                                : t == DType::kF16 ? tune.gemv_f16_max_m
                                                   : tune.gemv_f32_max_m;
-  if (m <= mid_max && !cpu_path_supported(CpuPath::kGemmAmx, DType::kBF16) &&
-      cpu_path_supported(CpuPath::kGemvAvx512Bf16, t))
+  const bool host_has_amx = cpu_path_supported(CpuPath::kGemmAmx, DType::kBF16);
+  if (m <= mid_max && !host_has_amx && cpu_path_supported(CpuPath::kGemvAvx512Bf16, t))
     return CpuPath::kGemvAvx512Bf16;
   if (cpu_path_supported(CpuPath::kGemmAvx512Bf16, t)) return CpuPath::kGemmAvx512Bf16;
   return CpuPath::kGemmF32;
