@@ -11,7 +11,7 @@
 # `nvfp4 bench --backend cpu` at the issue-5 shapes -> cpu_tests.json, cpu_bench.json.
 #
 # Writes under $OUT (default ./device-out): device.log (everything), tests.json, tuning.json,
-# bench.json, replay.json (the main job: `nvfp4 bench`), compare_*.json (A/B on the GPU). Dependencies: when the machine lacks the Debian -dev packages (fmt, nlohmann-json,
+# bench.json, replay.json (the main job: `nvfp4 bench`), replay_fused.json (the same with `--fuse`), compare_*.json (A/B on the GPU). Dependencies: when the machine lacks the Debian -dev packages (fmt, nlohmann-json,
 # CLI11, Highway, GoogleTest, OpenBLAS, pkgconf), put their .deb files in .devdeps/ (ignored by
 # git; `apt-get download` them on a Debian 12 host) and carry that folder: they are unpacked
 # with dpkg -x into a private prefix, never into /.
@@ -129,6 +129,8 @@ if want replay; then
   say "main job: nvfp4 bench (decode + prefill replay, NVFP4 vs cuBLAS bf16)"
   if [ -x "$CLI" ]; then
     ( time "$CLI" bench --json "$OUT/replay.json" ) || STATUS=1
+    say "the same with q/k/v and gate/up fused into one matmul each (as vLLM and most engines run them)"
+    "$CLI" bench --fuse --json "$OUT/replay_fused.json" || STATUS=1
     say "A/B on the GPU: A against A must be 'no detectable difference'"
     "$CLI" compare --a self --b self --mode decode --rounds 20 --json "$OUT/compare_aa.json" || STATUS=1
     say "A/B on the GPU: B does 3% more work (an extra linear of 3% of the weights) must be 'slower'"
