@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/gemm_nvfp4_cublas.h"
 #include "kernels/cuda/repack_nvfp4_sm90.h"
 #include "kernels/cuda/tuning_sm90.h"
 #include "nvfp4/cuda.h"
@@ -596,6 +597,37 @@ TEST(CudaGemm, PrefillPathOneHotAndOracle) {
     const MatrixView xv{xr.data(), dt, 64, k, k}, yv{yr.data(), dt, 64, n, n};
     cuda::quantized_matmul_host(xv, qw.view(), yv);
     check_against_oracle(xv, qw, yv, what + " random M=64");
+  }
+}
+
+// Prefill weights larger than one dense panel: the same GEMM path with the panel lowered to 64
+// and 128 weight rows (N = 300: 5 and 3 panels, the last one partial), against the oracle. The
+// 256 MB default panel never splits at test sizes.
+TEST(CudaGemm, PrefillInSeveralPanels) {
+  REQUIRE_GPU();
+  for (DType dt : {DType::kBF16, DType::kF16, DType::kF32}) {
+    const std::int64_t n = 300, k = 4112, m = 40;
+    const int es = dtype_size(dt);
+    const std::uint64_t seed = 6160 + static_cast<int>(dt);
+    const QuantizedWeight qw = random_weight(n, k, seed);
+    Tensor x = random_x(dt, m, k, seed + 1);
+    const DeviceCopy dx(x.data(), static_cast<std::size_t>(m * k * es));
+    const DeviceCopy dp(qw.packed.data(), qw.packed.size()), ds(qw.scales.data(), qw.scales.size());
+    WeightView dw = qw.view();
+    dw.packed = static_cast<const std::uint8_t*>(dp.p);
+    dw.scales = static_cast<const std::uint8_t*>(ds.p);
+    for (std::int64_t rows : {1, 64, 128}) {  // 1: rounded up to the 64-row minimum
+      const std::string what = std::string("seed ") + std::to_string(seed) + " " + dtype_name(dt) +
+                               " M=40 N=300 K=4112 panel of " + std::to_string(rows) + " rows";
+      SCOPED_TRACE(what);
+      Tensor y = nan_tensor(dt, m, n);
+      const DeviceCopy dy(y.data(), static_cast<std::size_t>(m * n * es));
+      cuda::gemm_nvfp4_dequant_cublas(MatrixView{dx.p, dt, m, k, k}, dw, MatrixView{dy.p, dt, m, n, n}, nullptr,
+                                      rows * k * es);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      dy.back(y.data());
+      check_against_oracle(MatrixView{x.data(), dt, m, k, k}, qw, MatrixView{y.data(), dt, m, n, n}, what);
+    }
   }
 }
 

@@ -17,10 +17,6 @@ namespace nvfp4::cuda {
 namespace {
 
 constexpr const char* kOp = "cuda::quantized_matmul (gemm)";
-// Largest dense panel decoded at once: big enough that each GEMM fills the GPU (>= 4096 rows of
-// a 4096-wide K at bf16), small enough to bound the workspace.
-constexpr std::int64_t kPanelBytes = 256ll << 20;
-
 void check(cudaError_t e, const std::string& what) {
   if (e != cudaSuccess) fail(kOp, what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
 }
@@ -114,12 +110,17 @@ void dequantize_rows_device(const WeightView& w, DType out_dtype, void* out, std
   check(cudaGetLastError(), "dequantize launch");
 }
 
-void gemm_nvfp4_dequant_cublas(const MatrixView& x, const WeightView& w, const MatrixView& y, void* stream) {
+void gemm_nvfp4_dequant_cublas(const MatrixView& x, const WeightView& w, const MatrixView& y, void* stream,
+                               std::int64_t panel_bytes) {
   const cudaStream_t st = static_cast<cudaStream_t>(stream);
   const int es = dtype_size(x.dtype);
   // The dense panel has the activations' K (x.cols may be the unpadded K' < w.k: the padded
   // columns' weights simply are not read). Row stride w.k keeps every decoded block aligned.
-  const std::int64_t panel_rows = std::max<std::int64_t>(1, std::min<std::int64_t>(w.n, kPanelBytes / (w.k * es)));
+  // Panels of whole multiples of 64 rows, so that every panel's output columns (y + n0) keep the
+  // alignment of y: measured on H200 (docs/perf-cuda.md 17.3), panels of an odd row count (e.g.
+  // 48 MB at K = 14336: 1755 rows) made the Llama-3-8B prefill 2.2x slower.
+  const std::int64_t panel_rows =
+      std::min<std::int64_t>(w.n, std::max<std::int64_t>(64, panel_bytes / (w.k * es) / 64 * 64));
   void* panel = nullptr;
   check(scratch_alloc(&panel, static_cast<std::size_t>(panel_rows * w.k * es), st), "scratch_alloc(panel)");
   cublasHandle_t h = handle_for_current_device();

@@ -11,13 +11,24 @@
 // Panels are bounded (kPanelBytes) so lm_head (151936 x 2560) does not need a 780 MB workspace.
 #pragma once
 
+#include <cstdint>
+
 #include "nvfp4/tensor.h"
 
 namespace nvfp4::cuda {
 
+// Largest dense panel decoded at once: big enough that each GEMM fills the GPU (>= 4096 rows of
+// a 4096-wide K at bf16), small enough to bound the workspace. Measured on H200 (docs/perf-cuda.md
+// 17.3): panels small enough to stay in the 60 MiB L2 between decode and GEMM (16-48 MB) made the
+// Llama-3-8B prefill 1-6% slower, not faster.
+inline constexpr std::int64_t kGemmPanelBytes = 256ll << 20;
+
 // y = x . dequant(w)^T on device pointers, any M >= 1 (meant for M > 16). Arguments arrive
-// validated. Throws nvfp4::Error on CUDA/cuBLAS failure.
-void gemm_nvfp4_dequant_cublas(const MatrixView& x, const WeightView& w, const MatrixView& y, void* stream);
+// validated. Throws nvfp4::Error on CUDA/cuBLAS failure. panel_bytes bounds the dense panel
+// (rounded down to whole multiples of 64 weight rows, at least 64); tests lower it to run the
+// several-panel path on small weights.
+void gemm_nvfp4_dequant_cublas(const MatrixView& x, const WeightView& w, const MatrixView& y, void* stream,
+                               std::int64_t panel_bytes = kGemmPanelBytes);
 
 // Decode rows [0, w.n) of w (device pointers) to dense dtype `out_dtype` (f32/f16/bf16) WITHOUT
 // the tensor scale: out[n * ld + k] = e2m1 * |e4m3|. Exact for every dtype. Asynchronous.
