@@ -8,7 +8,7 @@
 // So the dequantize-then-GEMM path runs near the dense bf16 rate (the seeds' "materialize to dense"
 // oracle, made fast) and is bit-exact in its dequantization: e2m1 * scale is exact in bf16/fp16.
 // The tensor scale is cuBLAS's alpha: applied once to the fp32 accumulator, as the seeds do.
-// Panels are bounded (kPanelBytes) so lm_head (151936 x 2560) does not need a 780 MB workspace.
+// Panels are bounded (kGemmPanelBytes) so lm_head (151936 x 2560) does not need a 780 MB workspace.
 #pragma once
 
 #include <cstdint>
