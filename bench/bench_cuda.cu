@@ -377,6 +377,12 @@ std::vector<Row> run_cuda(const Options& opts) {
       cuda::RepackedMatmulOptions plain;
       plain.overlapped_launch = false;
       repacked_row("nvfp4_repacked_plain", nullptr, plain);
+      // Weights read before the PDL wait (RepackedMatmulOptions::weights_read_early; the rotated
+      // weights here are never written, which that option requires).
+      cuda::RepackedMatmulOptions early;
+      early.weights_read_early = true;
+      const std::int64_t vrows_all = s.m * (dt == DType::kF32 ? 3 : (dt == DType::kF16 ? 2 : 1));
+      if (vrows_all <= 8) repacked_row("nvfp4_repacked_early", nullptr, early);
       if (!tuned.empty()) {
         // The tile of another table (NVFP4_BENCH_TUNED=FILE, e.g. a fresh `nvfp4 tune`) on the
         // same repacked weights and rotation, same run.
@@ -386,6 +392,11 @@ std::vector<Row> run_cuda(const Options& opts) {
         const cuda::GemvTile tile =
             e ? e->tile : cuda::gemv_lookup_tile(cuda::device_cc(), s.n, s.k, cuda::GemvLayout::kRepacked, std::min<std::int64_t>(vrows, 16));
         repacked_row("nvfp4_repacked_tuned", &tile, {});
+        if (vrows_all <= 8)
+          if (const cuda::GemvTableEntry* ee =
+                  cuda::gemv_find_entry(tuned, cuda::device_cc(), s.n, s.k, cuda::GemvLayout::kRepacked, vrows_all, true);
+              ee && ee->early)
+            repacked_row("nvfp4_repacked_tuned_early", &ee->tile, early);
       }
     }
     if (pb % 16 == 0 && sb % 16 == 0) {

@@ -47,6 +47,9 @@ struct ReplayOptions {
   // (RepackedMatmulOptions::overlapped_launch, the API's default; the A/B:
   // `compare --a "self --plain-launch" --b self`).
   bool plain_launch = false;
+  // CUDA decode: repacked GEMVs read their weights before the PDL wait (RepackedMatmulOptions::
+  // weights_read_early; `--early-weights`).
+  bool early_weights = false;
   bool dense = true;               // run the dense bf16 baseline replay (OpenBLAS / cuBLAS)
   int warmup = 1;                  // untimed replays first
   int min_samples = 5;             // timed replays (each one token / one prompt)

@@ -149,10 +149,10 @@ class CudaReplay final : public ReplayEngine {
     if (repacked > 0)
       info_.kernel = repacked == ls.size()
                          ? fmt::format("nvfp4::cuda::quantized_matmul_repacked for all {} linears (repacked at load{}), "
-                                       "CUDA graph", ls.size(), o.plain_launch ? ", plain launches" : "")
+                                       "CUDA graph", ls.size(), o.plain_launch ? ", plain launches" : (o.early_weights ? ", weights read early" : ""))
                          : fmt::format("nvfp4::cuda::quantized_matmul_repacked for {} of {} linears (M <= 16, repacked "
                                        "at load{}), quantized_matmul for the rest, CUDA graph",
-                                       repacked, ls.size(), o.plain_launch ? ", plain launches" : "");
+                                       repacked, ls.size(), o.plain_launch ? ", plain launches" : (o.early_weights ? ", weights read early" : ""));
     size_t free1 = 0;
     ck(cudaMemGetInfo(&free1, &total), "cudaMemGetInfo");
     info_.peak_mem_bytes = static_cast<double>(total - free1);
@@ -205,6 +205,7 @@ class CudaReplay final : public ReplayEngine {
                                        kTensorScale, l.n, l.k};
       cuda::RepackedMatmulOptions ro;
       ro.overlapped_launch = !o_.plain_launch;
+      ro.weights_read_early = o_.early_weights;
       cuda::quantized_matmul_repacked(MatrixView{x, o_.dtype, m, l.k, l.k}, w, MatrixView{y_[i].p, o_.dtype, m, l.n, l.n},
                                       stream_, ro);
     } else {

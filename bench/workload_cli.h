@@ -28,6 +28,7 @@ struct WorkloadArgs {
   double extra_work = 0;
   bool canonical = false;
   bool plain_launch = false;
+  bool early_weights = false;
   std::uint64_t seed = 1;
   std::vector<std::string> shapes;  // "M,N,K" (compare: a shape workload instead of a model)
 
@@ -51,6 +52,9 @@ struct WorkloadArgs {
                 "cuda decode: launch the repacked GEMVs plainly instead of overlapped (by default each may be "
                 "scheduled during the previous kernel's tail where the tuning table allows it; nvfp4/cuda.h "
                 "RepackedMatmulOptions)");
+    c->add_flag("--early-weights", early_weights,
+                "cuda decode: overlapped repacked GEMVs start loading their weights before the previous kernel "
+                "has completed (the replay never writes its weights; RepackedMatmulOptions::weights_read_early)");
   }
 
   // The backend actually used.
@@ -78,6 +82,7 @@ struct WorkloadArgs {
     o.plan.extra_work = extra_work;
     o.canonical_layout = canonical;
     o.plain_launch = plain_launch;
+    o.early_weights = early_weights;
     o.dtype = dtype_from_name(dtype);
     o.seed = seed;
     if (!shapes.empty()) {
@@ -111,6 +116,7 @@ struct WorkloadArgs {
     if (fuse) a.push_back("--fuse");
     if (canonical) a.push_back("--canonical");
     if (plain_launch) a.push_back("--plain-launch");
+    if (early_weights) a.push_back("--early-weights");
     for (const auto& s : shapes) a.insert(a.end(), {"--shape", s});
     return a;
   }

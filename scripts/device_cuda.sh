@@ -95,6 +95,19 @@ if command -v cuobjdump >/dev/null; then
       sed 's/\..*//' | sort | uniq -c | sort -rn > "$OUT/sass_${name}_mix.txt"
     echo "repacked kernel $name (r16, m8):"; head -25 "$OUT/sass_${name}_mix.txt"
   done
+  # PDL order (docs/perf-cuda.md 18): the default rp kernels (template flag Lb0) must wait
+  # (ACQBULK = griddepcontrol.wait) before any global load; the early-weights ones (Lb1) must
+  # issue their first weight loads before it (ptxas moves ld.global.nc below the wait).
+  awk '/Function :/ {if (f != "") print f, pre, seen; f = ""; if ($3 ~ /gemv_nvfp4_rp_kernel/) {f = $3; pre = 0; seen = 0}; next}
+       f != "" && /ACQBULK/ {seen = 1}
+       f != "" && !seen && /LDG/ {pre++}
+       END {if (f != "") print f, pre, seen}' /tmp/sass.txt > /tmp/pdl_order.txt
+  while read -r fn pre seen; do
+    if [[ "$fn" == *Lb1E* ]]; then ok=$([ "$seen" = 1 ] && [ "$pre" -gt 0 ] && echo yes || echo no)
+    else ok=$([ "$seen" = 1 ] && [ "$pre" = 0 ] && echo yes || echo no); fi
+    echo "PDL order $fn: $pre loads before the wait: $ok"
+    [ "$ok" = yes ] || STATUS=1
+  done < /tmp/pdl_order.txt
 fi
 
 if want test; then
@@ -141,6 +154,10 @@ if want replay; then
       --json "$OUT/compare_repack.json" || STATUS=1
     say "A/B on the GPU: repacked GEMVs launched plainly (A) and overlapped (B, the default)"
     "$CLI" compare --a "self --plain-launch" --b self --mode decode --rounds 12 --json "$OUT/compare_pdl.json" || STATUS=1
+    say "A/B on the GPU: overlapped (A, the default) against weights read before the wait (B, --early-weights)"
+    "$CLI" compare --a self --b "self --early-weights" --mode decode --rounds 12 --json "$OUT/compare_early.json" || STATUS=1
+    "$CLI" bench --mode decode --early-weights --json "$OUT/replay_early.json" || STATUS=1
+    "$CLI" bench --mode decode --fuse --early-weights --json "$OUT/replay_fused_early.json" || STATUS=1
   else
     echo "no nvfp4 CLI at $CLI: replay skipped"; STATUS=1
   fi

@@ -6,6 +6,8 @@
 #   scripts/ptx_diff.sh REV [FILE] [KERNEL_REGEX]
 #   e.g. scripts/ptx_diff.sh HEAD~1 src/kernels/cuda/gemv_nvfp4_sm90.cu rp_kernel
 # Prints, per matching kernel, the number of differing normalised lines (0: same code).
+# PTX_DIFF_RENAME: a sed expression applied to the new PTX first, for a kernel whose mangled
+# name changed (e.g. a template parameter added: PTX_DIFF_RENAME='s/ELb0EEEv/EEEv/g').
 set -euo pipefail
 rev=${1:?usage: ptx_diff.sh REV [FILE] [KERNEL_REGEX]}
 file=${2:-src/kernels/cuda/gemv_nvfp4_sm90.cu}
@@ -20,6 +22,7 @@ git -C "$root" show "$rev:$file" > "$old_src"
 trap 'rm -rf "$tmp" "$old_src"' EXIT
 nvcc "${flags[@]}" -ptx "$old_src" -o "$tmp/old.ptx"
 nvcc "${flags[@]}" -ptx "$root/$file" -o "$tmp/new.ptx"
+if [ -n "${PTX_DIFF_RENAME:-}" ]; then sed -i -E "$PTX_DIFF_RENAME" "$tmp/new.ptx"; fi
 # One file per kernel entry, named by its mangled name without the file-unique prefix,
 # %r123 -> %r, $L__BB1_2 -> L, module-unique symbol suffixes dropped.
 split() {

@@ -52,6 +52,13 @@ struct RepackedMatmulOptions {
   // table measured it no slower (its "overlap" flag: a many-block grid such as 28672 x 4096 was
   // 7-11% slower); elsewhere, and with false, the call launches plainly.
   bool overlapped_launch = true;
+  // With the overlapped launch (and M <= 8 virtual rows per launch): each warp loads its first
+  // two chunk pairs of weights *before* waiting for the previous kernel, so a GEMV whose blocks
+  // are resident early streams its weights while that kernel finishes. Only for weights that no
+  // kernel still running on `stream` writes (a model's fixed weights); never right after a
+  // repack into the same buffer. Activations are still read, and the output written, only after
+  // the wait. Off by default because the API cannot check that promise.
+  bool weights_read_early = false;
 };
 
 // y = x . dequant(w)^T on repacked device weights, any M. Activations bf16, fp16 or fp32

@@ -155,6 +155,31 @@ TEST(CudaTuning, ExactClassesAndRepackedLayout) {
   EXPECT_EQ(old[0].layout, cuda::GemvLayout::kCanonical);
 }
 
+// Entries tuned for the early-weights launch ("launch": "early"): round trip; used only by an
+// early lookup (exact early, bucket early, then the ordinary entries); only repacked m_max 8.
+TEST(CudaTuning, EarlyLaunchEntries) {
+  std::vector<cuda::GemvTableEntry> t = {
+      {90, "n_small/k_mid", {16, 16, 16}, 5.0, cuda::GemvLayout::kRepacked, 8},
+      {90, "n_small/k_mid", {16, 8, 8}, 3.0, cuda::GemvLayout::kRepacked, 8},
+      {90, "n_small/k_large", {32, 4, 4}, 9.0, cuda::GemvLayout::kRepacked, 8}};
+  t[1].early = true;
+  const auto back = cuda::gemv_table_from_json(cuda::gemv_table_to_json(t, "test"), "roundtrip");
+  ASSERT_EQ(back.size(), 3u);
+  EXPECT_FALSE(back[0].early);
+  EXPECT_TRUE(back[1].early);
+  cuda::gemv_set_user_table(back);
+  const auto rp = cuda::GemvLayout::kRepacked;
+  EXPECT_EQ(cuda::gemv_lookup_tile(90, 4096, 4096, rp, 1, false).warps_per_block, 16);
+  EXPECT_EQ(cuda::gemv_lookup_tile(90, 4096, 4096, rp, 1, true).warps_per_block, 8);
+  EXPECT_EQ(cuda::gemv_lookup_tile(90, 4096, 14336, rp, 1, true).cols_per_warp, 32);  // no early entry: ordinary one
+  cuda::gemv_clear_user_table();
+  for (const char* bad :
+       {R"({"entries":[{"cc":90,"class":"n_small/k_mid","cols_per_warp":16,"warps_per_block":8,"k_split":8,"launch":"early"}]})",
+        R"({"entries":[{"cc":90,"layout":"repacked","m_max":16,"class":"n_small/k_mid","cols_per_warp":16,"warps_per_block":8,"k_split":8,"launch":"early"}]})",
+        R"({"entries":[{"cc":90,"layout":"repacked","m_max":8,"class":"n_small/k_mid","cols_per_warp":16,"warps_per_block":8,"k_split":8,"launch":"soon"}]})"})
+    EXPECT_THROW(cuda::gemv_table_from_json(bad, "x"), Error) << bad;
+}
+
 TEST(CudaTuning, BadTablesAreErrors) {
   EXPECT_THROW(cuda::gemv_table_from_json(
                    R"({"entries":[{"cc":90,"m_max":4,"class":"n_small/k_mid","cols_per_warp":32,"warps_per_block":4,"k_split":1}]})", "x"),
@@ -821,24 +846,27 @@ TEST(CudaRepack, ProgrammaticDependentLaunchChainIsExact) {
   const Tensor x0 = random_x(DType::kBF16, 1, dims[0], seed);
   cudaStream_t st;
   ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
-  auto chain = [&](bool pdl) {
+  // launch: 0 plain, 1 overlapped, 2 overlapped with the weights read before the wait
+  // (weights_read_early; the chain never writes its weights).
+  auto chain = [&](int launch, const cuda::GemvTile* tile) {
     cuda::RepackedMatmulOptions o;
-    o.overlapped_launch = pdl;
+    o.overlapped_launch = launch > 0;
+    o.weights_read_early = launch == 2;
     for (std::size_t i = 0; i + 1 < dims.size(); ++i)
       cuda::quantized_matmul_repacked_tile(MatrixView{act[i], DType::kBF16, 1, dims[i], dims[i]}, dws[i]->view(),
                                            MatrixView{act[i + 1], DType::kBF16, 1, dims[i + 1], dims[i + 1]}, st,
-                                           nullptr, nullptr, o);
+                                           tile, nullptr, o);
   };
-  auto run = [&](bool pdl, bool graph) {
+  auto run = [&](int launch, bool graph, const cuda::GemvTile* tile = nullptr) {
     cudaMemcpy(act[0], x0.data(), dims[0] * 2, cudaMemcpyHostToDevice);
     for (std::size_t i = 1; i < dims.size(); ++i) cudaMemset(act[i], 0xFF, dims[i] * 2);  // NaN
     cudaDeviceSynchronize();
-    run_direct_or_in_graph(st, graph, [&] { chain(pdl); });
+    run_direct_or_in_graph(st, graph, [&] { chain(launch, tile); });
     std::vector<std::uint16_t> out(dims.back());
     cudaMemcpy(out.data(), act.back(), out.size() * 2, cudaMemcpyDeviceToHost);
     return out;
   };
-  const std::vector<std::uint16_t> want = run(false, false);
+  const std::vector<std::uint16_t> want = run(0, false);
   // The reference chain itself against the oracle, layer by layer on the host (bf16 rounding
   // between layers, as on the device).
   {
@@ -862,9 +890,23 @@ TEST(CudaRepack, ProgrammaticDependentLaunchChainIsExact) {
     EXPECT_GT(rms, 0.0);
     EXPECT_EQ(far, 0) << "the non-PDL chain drifted from the oracle chain (rms " << rms << ")";
   }
-  for (bool graph : {false, true})
-    for (int rep = 0; rep < 10; ++rep)
-      ASSERT_TRUE(run(true, graph) == want) << "PDL chain differs from the plain chain (graph " << graph << ", rep " << rep << ")";
+  for (int launch : {1, 2})
+    for (bool graph : {false, true})
+      for (int rep = 0; rep < 10; ++rep)
+        ASSERT_TRUE(run(launch, graph) == want)
+            << "PDL chain differs from the plain chain (launch " << launch << ", graph " << graph << ", rep " << rep << ")";
+  // Tiles that leave room on the SMs, so the next GEMV's blocks are resident (and, with early
+  // weights, loading) while the previous one runs: each against the plain chain of the same tile
+  // (the K split sets the summation order).
+  for (const cuda::GemvTile tile : {cuda::GemvTile{16, 8, 8}, cuda::GemvTile{32, 4, 2}, cuda::GemvTile{16, 2, 1}}) {
+    const std::vector<std::uint16_t> want_t = run(0, false, &tile);
+    for (int launch : {1, 2})
+      for (bool graph : {false, true})
+        for (int rep = 0; rep < 5; ++rep)
+          ASSERT_TRUE(run(launch, graph, &tile) == want_t)
+              << "tile " << tile.cols_per_warp << "/" << tile.warps_per_block << "/" << tile.k_split << ": launch " << launch
+              << ", graph " << graph << ", rep " << rep;
+  }
   cudaStreamDestroy(st);
   for (void* p : act) cudaFree(p);
 }

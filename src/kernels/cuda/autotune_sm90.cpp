@@ -117,50 +117,69 @@ std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
         best.layout = layout;
         best.m_max = rp ? (m == 1 ? 8 : 16) : 0;
         best.us = 1e30;
-        RepackedMatmulOptions plain;  // tiles are compared launched plainly; the winner's overlap below
-        plain.overlapped_launch = false;
-        for (const GemvTile& tile : candidates(k, layout)) {
-          const double med = graph_us_per_call(st, launches, 5, [&](int i) {
+        // Repacked tiles are timed under every launch a caller can get (docs/perf-cuda.md 18):
+        // plain, overlapped (PDL, the API default where the entry allows it) and, at M = 1,
+        // overlapped with the weights read before the wait. A tile that leaves room on the SMs
+        // lets the next GEMV's blocks become resident early, so the best tile depends on the
+        // launch.
+        const bool with_early = rp && m == 1 && opts.repacked_early;
+        GemvTableEntry best_early = best;
+        best_early.early = true;
+        auto time_tile = [&](const GemvTile& tile, const RepackedMatmulOptions& o) {
+          return graph_us_per_call(st, launches, 5, [&](int i) {
             const std::size_t c = static_cast<std::size_t>(i) % copies;
             if (rp) {
               const RepackedWeightView wv{static_cast<const std::uint8_t*>(rpk[c]), static_cast<const std::uint8_t*>(rsc[c]),
                                           1.0f, n, k};
-              quantized_matmul_repacked_tile(xv, wv, yv, st, &tile, nullptr, plain);
+              quantized_matmul_repacked_tile(xv, wv, yv, st, &tile, nullptr, o);
             } else {
               const WeightView wv{static_cast<const std::uint8_t*>(dp[c]), static_cast<const std::uint8_t*>(ds[c]), 1.0f, n, k};
               quantized_matmul_tile(xv, wv, yv, st, &tile);
             }
           });
-          if (opts.verbose)
-            std::printf("  %-9s %-18s M=%-2d N=%-6lld K=%-6lld cols/warp=%-2d warps=%-2d k_split=%-2d  %9.2f us  %7.0f GB/s\n",
+        };
+        RepackedMatmulOptions plain, overlapped, early;
+        plain.overlapped_launch = false;
+        early.weights_read_early = true;
+        for (GemvTile tile : candidates(k, layout)) {
+          const double p_us = time_tile(tile, plain);
+          const double o_us = rp ? time_tile(tile, overlapped) : 0;
+          const double e_us = with_early ? time_tile(tile, early) : 0;
+          // A 2% margin: near-ties (tiny shapes differ by ~0.01 us run to run) keep the
+          // overlapped launch; only a measurably slower one is refused (on H200 a many-block
+          // grid was 7-11% slower with it).
+          tile.overlap_ok = !rp || o_us <= 1.02 * p_us;  // canonical: no overlapped launch, field unused
+          const double eff = rp && tile.overlap_ok ? o_us : p_us;
+          if (opts.verbose) {
+            std::printf("  %-9s %-18s M=%-2d N=%-6lld K=%-6lld cols/warp=%-2d warps=%-2d k_split=%-2d  plain %8.2f us  %6.0f GB/s",
                         gemv_layout_name(layout), cls.c_str(), m, static_cast<long long>(n), static_cast<long long>(k),
-                        tile.cols_per_warp, tile.warps_per_block, tile.k_split, med, (pb + sb + 2.0 * (n + k)) / med / 1e3);
-          if (med < best.us) {
-            best.us = med;
+                        tile.cols_per_warp, tile.warps_per_block, tile.k_split, p_us, (pb + sb + 2.0 * (n + k)) / p_us / 1e3);
+            if (rp) std::printf("  overlapped %8.2f", o_us);
+            if (with_early) std::printf("  early %8.2f", e_us);
+            std::printf("\n");
+          }
+          if (eff < best.us) {
+            best.us = eff;
             best.tile = tile;
           }
+          if (with_early && e_us < best_early.us) {
+            best_early.us = e_us;
+            best_early.tile = tile;
+            best_early.tile.overlap_ok = true;
+          }
         }
-        double pdl_us = 0;
-        if (rp) {
-          // The winner once more with the overlapped launch (RepackedMatmulOptions): the entry
-          // refuses it where it is slower (on H200 a many-block grid was 7% slower with it).
-          const RepackedMatmulOptions o;  // overlapped_launch (the default)
-          pdl_us = graph_us_per_call(st, launches, 5, [&](int i) {
-            const std::size_t c = static_cast<std::size_t>(i) % copies;
-            const RepackedWeightView wv{static_cast<const std::uint8_t*>(rpk[c]), static_cast<const std::uint8_t*>(rsc[c]),
-                                        1.0f, n, k};
-            quantized_matmul_repacked_tile(xv, wv, yv, st, &best.tile, nullptr, o);
-          });
-          // A 2% margin: near-ties (tiny shapes differ by ~0.01 us run to run) keep the
-          // caller's choice; only a measurably slower overlapped launch is refused.
-          best.tile.overlap_ok = pdl_us <= 1.02 * best.us;
+        if (opts.verbose) {
+          std::printf("best %-9s %-18s M=%-2d cols/warp=%d warps=%d k_split=%d  %.2f us (%s launch)\n", gemv_layout_name(layout),
+                      cls.c_str(), m, best.tile.cols_per_warp, best.tile.warps_per_block, best.tile.k_split, best.us,
+                      rp ? (best.tile.overlap_ok ? "overlapped" : "plain") : "plain");
+          if (with_early)
+            std::printf("best %-9s %-18s M=%-2d cols/warp=%d warps=%d k_split=%d  %.2f us (early launch)\n",
+                        gemv_layout_name(layout), cls.c_str(), m, best_early.tile.cols_per_warp,
+                        best_early.tile.warps_per_block, best_early.tile.k_split, best_early.us);
         }
-        if (opts.verbose)
-          std::printf("best %-9s %-18s M=%-2d cols/warp=%d warps=%d k_split=%d  %.2f us  (overlapped launch %.2f us: %s)\n",
-                      gemv_layout_name(layout), cls.c_str(), m, best.tile.cols_per_warp, best.tile.warps_per_block,
-                      best.tile.k_split, best.us, pdl_us, rp ? (best.tile.overlap_ok ? "on" : "off") : "n/a");
         std::fflush(stdout);
         table.push_back(best);
+        if (with_early) table.push_back(best_early);
       }
       for (std::size_t c = 0; c < rpk.size(); ++c) {
         cudaFree(rpk[c]);

@@ -617,6 +617,22 @@ __device__ __forceinline__ std::uint32_t ld_stream4(const std::uint8_t* p) {
   return v;
 }
 
+// The weight loads that EARLY kernels issue before griddepcontrol.wait: coherent and volatile,
+// because ptxas moves ld.global.nc below the wait (checked in SASS, sm_90a, CUDA 13.0); a plain
+// ld.global stays above it.
+__device__ __forceinline__ uint4 ld_early16(const std::uint8_t* p) {
+  uint4 v;
+  asm volatile("ld.global.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+__device__ __forceinline__ std::uint32_t ld_early4(const std::uint8_t* p) {
+  std::uint32_t v;
+  asm volatile("ld.global.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+
 __device__ __forceinline__ void rp_decode(std::uint32_t q, std::uint32_t r[4]) {
   r[0] = q & repack::kMaskP;
   r[1] = __funnelshift_r(q, q, 6) & repack::kMaskP;
@@ -674,10 +690,16 @@ __device__ __forceinline__ void rp_load_x(const uint4* px, std::uint32_t (&xw)[8
 // The rp main loop for M <= 8 (NB = 1): chunk pairs [c_beg, c_end) of RT row tiles (bases wt/st
 // include this lane's offset) against the activation rows xr, added to acc. Two register
 // buffers: pair cp + 1 is in flight while pair cp is computed.
-template <int RT, int NB>
+// EARLY (RepackedMatmulOptions::weights_read_early): both buffers are loaded before the PDL
+// wait, which this function then issues; the activation bases pass through a volatile asm after
+// it, so no activation load is hoisted above the wait.
+template <int RT, int NB, bool EARLY = false>
 __device__ __forceinline__ void rp_accumulate(const std::uint8_t* const (&wt)[RT], const std::uint8_t* const (&st)[RT],
-                                              const std::uint16_t* const (&xr)[NB], int c_beg,
+                                              const std::uint16_t* const (&xr_in)[NB], int c_beg,
                                               int c_end, float (&acc)[RT][NB][4]) {
+  const std::uint16_t* xr[NB];
+#pragma unroll
+  for (int b = 0; b < NB; ++b) xr[b] = xr_in[b];
   auto load = [&](int cp, uint4 (&w)[RT][2], std::uint32_t (&s)[RT]) {
     const std::uint32_t wo = static_cast<std::uint32_t>(cp) * 1024u, so = static_cast<std::uint32_t>(cp) * 128u;
 #pragma unroll
@@ -702,9 +724,27 @@ __device__ __forceinline__ void rp_accumulate(const std::uint8_t* const (&wt)[RT
   };
   uint4 wa[RT][2], wb[RT][2];
   std::uint32_t sa[RT], sb[RT];
-  if (c_beg < c_end) load(c_beg, wa, sa);
+  if (!EARLY && c_beg < c_end) load(c_beg, wa, sa);
+  if constexpr (EARLY) {
+    // Coherent volatile loads (ld_early16/4): ptxas moved the .nc loads of `load` below the
+    // wait (SASS: every LDG after ACQBULK), which would have read nothing early.
+    auto load_early = [&](int cp, uint4 (&w)[RT][2], std::uint32_t (&sc)[RT]) {
+      const std::uint32_t wo = static_cast<std::uint32_t>(cp) * 1024u, so = static_cast<std::uint32_t>(cp) * 128u;
+#pragma unroll
+      for (int r = 0; r < RT; ++r) {
+        w[r][0] = ld_early16(wt[r] + wo);
+        w[r][1] = ld_early16(wt[r] + wo + 512);
+        sc[r] = ld_early4(st[r] + so);
+      }
+    };
+    if (c_beg < c_end) load_early(c_beg, wa, sa);
+    if (c_beg + 1 < c_end) load_early(c_beg + 1, wb, sb);
+    pdl_wait();
+#pragma unroll
+    for (int b = 0; b < NB; ++b) asm volatile("" : "+l"(xr[b]));
+  }
   for (int cp = c_beg; cp < c_end; cp += 2) {
-    if (cp + 1 < c_end) load(cp + 1, wb, sb);  // warp-uniform
+    if ((!EARLY || cp != c_beg) && cp + 1 < c_end) load(cp + 1, wb, sb);  // warp-uniform
     compute(cp, wa, sa);
     if (cp + 1 >= c_end) break;
     if (cp + 2 < c_end) load(cp + 2, wa, sa);
@@ -799,7 +839,8 @@ __device__ __forceinline__ void rp_activation_rows(const GemvArgs& p, int g, int
 // Static schedule: block = `groups` column groups x k_split warps; warp (grp, slice) owns RT row
 // tiles and the slice's contiguous chunk pairs; partials meet in shared memory.
 // One instantiation for both launches: without the PDL attribute griddepcontrol is a no-op.
-template <int RT, int NB>
+// EARLY (M <= 8 only): the weights' first loads precede the wait (rp_accumulate).
+template <int RT, int NB, bool EARLY = false>
 __global__ void __launch_bounds__(512) gemv_nvfp4_rp_kernel(GemvArgs p, int k_split) {
   extern __shared__ float rp_red[];
   const auto ws = warp_slot<int>(k_split, static_cast<int>(p.k / 128));  // k-steps: chunk pairs
@@ -818,8 +859,10 @@ __global__ void __launch_bounds__(512) gemv_nvfp4_rp_kernel(GemvArgs p, int k_sp
   const std::uint8_t* packed = p.packed;
   const std::uint8_t* scales = p.scales;
   pdl_launch_dependents();
-  pdl_wait();
-  asm volatile("" : "+l"(packed), "+l"(scales));
+  if constexpr (!EARLY) {
+    pdl_wait();
+    asm volatile("" : "+l"(packed), "+l"(scales));
+  }
   const std::uint8_t* wt[RT];
   const std::uint8_t* st[RT];
 #pragma unroll
@@ -838,13 +881,13 @@ __global__ void __launch_bounds__(512) gemv_nvfp4_rp_kernel(GemvArgs p, int k_sp
 #pragma unroll
       for (int c = 0; c < 4; ++c) acc[r][b][c] = 0.0f;
   if constexpr (NB == 1)
-    rp_accumulate<RT, NB>(wt, st, xr, c_beg, c_end, acc);
+    rp_accumulate<RT, NB, EARLY>(wt, st, xr, c_beg, c_end, acc);
   else
     rp_accumulate_m16<RT, NB>(wt, st, xr, c_beg, c_end, acc);
   reduce_and_store<RT, NB>(acc, rp_red, p, warp, k_split, groups, g, t);
 }
 
-template <int RT, int NB>
+template <int RT, int NB, bool EARLY = false>
 cudaError_t launch_rp(const GemvArgs& a, const GemvTile& tile, cudaStream_t stream) {
   const int warps = tile.warps_per_block, ks = tile.k_split;
   const int groups = warps / ks;
@@ -861,7 +904,7 @@ cudaError_t launch_rp(const GemvArgs& a, const GemvTile& tile, cudaStream_t stre
   attr[0].val.programmaticStreamSerializationAllowed = a.pdl ? 1 : 0;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, gemv_nvfp4_rp_kernel<RT, NB>, a, ks);
+  return cudaLaunchKernelEx(&cfg, gemv_nvfp4_rp_kernel<RT, NB, EARLY>, a, ks);
 }
 
 // One thread per (row tile, chunk, lane): 16 packed bytes, and the 4 scale bytes on even chunks.
@@ -898,11 +941,13 @@ cudaError_t repack_nvfp4_sm90(const std::uint8_t* packed, const std::uint8_t* sc
 cudaError_t gemv_nvfp4_sm90_repacked(const GemvArgs& a, const GemvTile& tile, cudaStream_t stream) {
   const bool rt2 = tile.cols_per_warp == 32, nb2 = a.pieces * a.m_rows > 8;
   if (nb2) return rt2 ? launch_rp<2, 2>(a, tile, stream) : launch_rp<1, 2>(a, tile, stream);
+  if (a.pdl && a.early_weights) return rt2 ? launch_rp<2, 1, true>(a, tile, stream) : launch_rp<1, 1, true>(a, tile, stream);
   return rt2 ? launch_rp<2, 1>(a, tile, stream) : launch_rp<1, 1>(a, tile, stream);
 }
 
 const char* gemv_nvfp4_sm90_repacked_name(const GemvArgs& a, const GemvTile& tile) {
   const bool rt2 = tile.cols_per_warp == 32, nb2 = a.pieces * a.m_rows > 8;
+  if (!nb2 && a.pdl && a.early_weights) return rt2 ? "gemv_nvfp4_sm90_rp_r32_m8_early" : "gemv_nvfp4_sm90_rp_r16_m8_early";
   return nb2 ? (rt2 ? "gemv_nvfp4_sm90_rp_r32_m16" : "gemv_nvfp4_sm90_rp_r16_m16")
              : (rt2 ? "gemv_nvfp4_sm90_rp_r32_m8" : "gemv_nvfp4_sm90_rp_r16_m8");
 }

@@ -31,6 +31,8 @@ struct GemvArgs {
   // Repacked kernel only: overlapped (programmatic dependent) launch, RepackedMatmulOptions in
   // nvfp4/cuda.h; the kernel waits for the previous kernel before any global read.
   bool pdl = false;
+  // With pdl, M <= 8: weights loaded before the wait (RepackedMatmulOptions::weights_read_early).
+  bool early_weights = false;
 };
 
 // True when the 16-byte weight path applies (K % 32 == 0 and packed 16-byte aligned);

@@ -281,13 +281,15 @@ void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightVie
   const bool direct = pieces == 1 && rows_readable_in_place(x, w.k);
   GemvArgs a = weight_args(wv);
   a.pdl = options.overlapped_launch;
+  a.early_weights = options.weights_read_early;
   const int cc = tile_in ? 0 : device_cc();
   std::string name;
   run_row_chunks(op, shape, x, y, pieces, direct, kMaxRows / pieces, stream, a, [&](const GemvArgs& la) {
     // The table has separate repacked tiles for <= 8 and 9..16 virtual rows per launch (two
     // kernel instantiations): looked up per launch.
-    const GemvTile tile =
-        tile_in ? *tile_in : gemv_lookup_tile(cc, w.n, w.k, GemvLayout::kRepacked, std::int64_t{la.pieces} * la.m_rows);
+    const std::int64_t vrows = std::int64_t{la.pieces} * la.m_rows;
+    const bool early = la.pdl && la.early_weights && vrows <= 8;  // the launch the early entries were tuned for
+    const GemvTile tile = tile_in ? *tile_in : gemv_lookup_tile(cc, w.n, w.k, GemvLayout::kRepacked, vrows, early);
     if (name.empty()) name = gemv_nvfp4_sm90_repacked_name(la, tile);
     GemvArgs l2 = la;
     l2.pdl = la.pdl && tile.overlap_ok;  // the table's per-shape verdict on the overlapped launch

@@ -101,9 +101,9 @@ void load_env_table_locked() {
 }
 
 const GemvTableEntry* find(const std::vector<GemvTableEntry>& t, int cc, const std::string& cls, GemvLayout layout,
-                           int m_max) {
+                           int m_max, bool early) {
   for (const auto& e : t)
-    if (e.cc == cc && e.layout == layout && e.m_max == m_max && e.cls == cls) return &e;
+    if (e.cc == cc && e.layout == layout && e.m_max == m_max && e.early == early && e.cls == cls) return &e;
   return nullptr;
 }
 
@@ -134,11 +134,14 @@ bool gemv_class_known(const std::string& cls) {
 }
 
 const GemvTableEntry* gemv_find_entry(const std::vector<GemvTableEntry>& table, int cc, std::int64_t n, std::int64_t k,
-                                      GemvLayout layout, std::int64_t m) {
+                                      GemvLayout layout, std::int64_t m, bool early) {
   const int mb = m <= 8 ? 8 : 16;
-  for (const std::string& cls : {gemv_exact_class(n, k), gemv_shape_class(n, k)})
-    for (int mm : {mb, 0})
-      if (const auto* e = find(table, cc, cls, layout, mm)) return e;
+  for (const bool ee : {true, false}) {
+    if (ee && !early) continue;
+    for (const std::string& cls : {gemv_exact_class(n, k), gemv_shape_class(n, k)})
+      for (int mm : {mb, 0})
+        if (const auto* e = find(table, cc, cls, layout, mm, ee)) return e;
+  }
   return nullptr;
 }
 
@@ -173,14 +176,14 @@ bool gemv_tile_valid(const GemvTile& t) {
          t.warps_per_block <= 16 && t.k_split >= 1 && t.warps_per_block % t.k_split == 0;
 }
 
-GemvTile gemv_lookup_tile(int cc, std::int64_t n, std::int64_t k, GemvLayout layout, std::int64_t m) {
+GemvTile gemv_lookup_tile(int cc, std::int64_t n, std::int64_t k, GemvLayout layout, std::int64_t m, bool early) {
   {
     std::lock_guard<std::mutex> lock(g_mu);
     load_env_table_locked();
-    if (const auto* e = gemv_find_entry(g_user, cc, n, k, layout, m)) return e->tile;
+    if (const auto* e = gemv_find_entry(g_user, cc, n, k, layout, m, early)) return e->tile;
   }
   static const std::vector<GemvTableEntry> builtin = gemv_builtin_table();
-  if (const auto* e = gemv_find_entry(builtin, cc, n, k, layout, m)) return e->tile;
+  if (const auto* e = gemv_find_entry(builtin, cc, n, k, layout, m, early)) return e->tile;
   // Rule of thumb for GPUs without an entry: split K more when there are few columns, so
   // every SM gets enough 16-byte loads in flight.
   GemvTile t;
@@ -199,16 +202,19 @@ std::string gemv_table_to_json(const std::vector<GemvTableEntry>& entries, const
   j["version"] = 1;
   j["comment"] = comment;
   j["entries"] = nlohmann::json::array();
-  for (const auto& e : entries)
-    j["entries"].push_back({{"cc", e.cc},
-                            {"layout", gemv_layout_name(e.layout)},
-                            {"m_max", e.m_max},
-                            {"class", e.cls},
-                            {"cols_per_warp", e.tile.cols_per_warp},
-                            {"warps_per_block", e.tile.warps_per_block},
-                            {"k_split", e.tile.k_split},
-                            {"overlap", e.tile.overlap_ok},
-                            {"us", e.us}});
+  for (const auto& e : entries) {
+    nlohmann::json o = {{"cc", e.cc},
+                        {"layout", gemv_layout_name(e.layout)},
+                        {"m_max", e.m_max},
+                        {"class", e.cls},
+                        {"cols_per_warp", e.tile.cols_per_warp},
+                        {"warps_per_block", e.tile.warps_per_block},
+                        {"k_split", e.tile.k_split},
+                        {"overlap", e.tile.overlap_ok},
+                        {"us", e.us}};
+    if (e.early) o["launch"] = "early";
+    j["entries"].push_back(o);
+  }
   return j.dump(2) + "\n";
 }
 
@@ -243,6 +249,13 @@ std::vector<GemvTableEntry> gemv_table_from_json(const std::string& text, const 
         const std::string l = e["layout"].get<std::string>();
         if (l == "repacked") t.layout = GemvLayout::kRepacked;
         else if (l != "canonical") throw std::runtime_error("layout '" + l + "' is not canonical|repacked");
+      }
+      if (e.contains("launch")) {
+        const std::string l = e["launch"].get<std::string>();
+        if (l != "early" && l != "default") throw std::runtime_error("launch '" + l + "' is not early|default");
+        t.early = l == "early";
+        if (t.early && (t.layout != GemvLayout::kRepacked || t.m_max != 8))
+          throw std::runtime_error("launch \"early\" needs layout repacked and m_max 8");
       }
     } catch (const std::exception& ex) {
       fail(op, "'" + what + "' entry " + std::to_string(idx) + ": " + ex.what());

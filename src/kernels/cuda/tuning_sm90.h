@@ -58,12 +58,16 @@ bool gemv_tile_valid(const GemvTile& t);
 
 // The tile for compute capability `cc` (e.g. 90), this shape and weight layout.
 // m: rows of the call (M > 16 runs in launches of 16: the m_max 16 entry).
+// early: the repacked M <= 8 kernel launched with weights read before the PDL wait
+// (RepackedMatmulOptions::weights_read_early): an entry tuned for that launch if there is one,
+// else the ordinary entry.
 GemvTile gemv_lookup_tile(int cc, std::int64_t n, std::int64_t k, GemvLayout layout = GemvLayout::kCanonical,
-                          std::int64_t m = 1);
+                          std::int64_t m = 1, bool early = false);
 
 // Table I/O. JSON: {"version":1,"entries":[{"cc":90,"layout":"repacked","class":"n_small/k_large",
 //   "m_max":8,"cols_per_warp":32,"warps_per_block":16,"k_split":16,"overlap":true}, ...]}
-//   ("layout" absent: canonical; "m_max" absent or 0: any M; "overlap" absent: true).
+//   ("layout" absent: canonical; "m_max" absent or 0: any M; "overlap" absent: true;
+//   "launch":"early" marks an entry tuned for the early-weights launch, repacked m_max 8 only).
 struct GemvTableEntry {
   int cc = 90;
   std::string cls;
@@ -71,10 +75,12 @@ struct GemvTableEntry {
   double us = 0;  // measured median by the tuner (informative)
   GemvLayout layout = GemvLayout::kCanonical;
   int m_max = 0;  // 0: any M; 8: M <= 8; 16: M > 8
+  bool early = false;  // tuned for the early-weights launch (gemv_lookup_tile's `early`)
 };
-// The entry of `table` for this key (exact class first, then bucket); nullptr if none.
+// The entry of `table` for this key (exact class first, then bucket; with early, the early
+// entries first); nullptr if none.
 const GemvTableEntry* gemv_find_entry(const std::vector<GemvTableEntry>& table, int cc, std::int64_t n, std::int64_t k,
-                                      GemvLayout layout, std::int64_t m = 1);
+                                      GemvLayout layout, std::int64_t m = 1, bool early = false);
 std::vector<GemvTableEntry> gemv_builtin_table();
 std::string gemv_table_to_json(const std::vector<GemvTableEntry>& entries, const std::string& comment);
 // Parses and validates; throws nvfp4::Error naming the file and the bad entry.
@@ -90,6 +96,10 @@ struct TuneOptions {
   // Canonical: tuned at M = 1, entries for any M (m_max 0). Repacked: tuned at M = 1 (m_max 8)
   // and, with this set, at M = 16 (m_max 16): the M > 8 kernel wants other tiles (2026-11-30).
   bool repacked_m16 = true;
+  // Repacked M = 1 also under the early-weights launch (RepackedMatmulOptions::
+  // weights_read_early): every tile timed that way too, the fastest written as a "launch":
+  // "early" entry.
+  bool repacked_early = true;
   int reps = 30;                     // timed launches per candidate (median)
   bool verbose = true;
 };
