@@ -47,8 +47,8 @@ struct ReplayOptions {
   // (RepackedMatmulOptions::overlapped_launch, the API's default; the A/B:
   // `compare --a "self --plain-launch" --b self`).
   bool plain_launch = false;
-  // CUDA decode: repacked GEMVs read their weights before the PDL wait (RepackedMatmulOptions::
-  // weights_read_early; `--early-weights`).
+  // CUDA decode: repacked GEMVs read their weights before the PDL wait where the table says so
+  // (RepackedMatmulOptions::weights_read_early; the CLI's default, `--no-early-weights` turns it off).
   bool early_weights = false;
   bool dense = true;               // run the dense bf16 baseline replay (OpenBLAS / cuBLAS)
   int warmup = 1;                  // untimed replays first

@@ -149,10 +149,10 @@ class CudaReplay final : public ReplayEngine {
     if (repacked > 0)
       info_.kernel = repacked == ls.size()
                          ? fmt::format("nvfp4::cuda::quantized_matmul_repacked for all {} linears (repacked at load{}), "
-                                       "CUDA graph", ls.size(), o.plain_launch ? ", plain launches" : (o.early_weights ? ", weights read early" : ""))
+                                       "CUDA graph", ls.size(), o.plain_launch ? ", plain launches" : (o.early_weights ? ", weights read early where tuned" : ""))
                          : fmt::format("nvfp4::cuda::quantized_matmul_repacked for {} of {} linears (M <= 16, repacked "
                                        "at load{}), quantized_matmul for the rest, CUDA graph",
-                                       repacked, ls.size(), o.plain_launch ? ", plain launches" : (o.early_weights ? ", weights read early" : ""));
+                                       repacked, ls.size(), o.plain_launch ? ", plain launches" : (o.early_weights ? ", weights read early where tuned" : ""));
     size_t free1 = 0;
     ck(cudaMemGetInfo(&free1, &total), "cudaMemGetInfo");
     info_.peak_mem_bytes = static_cast<double>(total - free1);

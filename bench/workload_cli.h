@@ -28,7 +28,7 @@ struct WorkloadArgs {
   double extra_work = 0;
   bool canonical = false;
   bool plain_launch = false;
-  bool early_weights = false;
+  bool early_weights = true;
   std::uint64_t seed = 1;
   std::vector<std::string> shapes;  // "M,N,K" (compare: a shape workload instead of a model)
 
@@ -52,9 +52,10 @@ struct WorkloadArgs {
                 "cuda decode: launch the repacked GEMVs plainly instead of overlapped (by default each may be "
                 "scheduled during the previous kernel's tail where the tuning table allows it; nvfp4/cuda.h "
                 "RepackedMatmulOptions)");
-    c->add_flag("--early-weights", early_weights,
-                "cuda decode: overlapped repacked GEMVs start loading their weights before the previous kernel "
-                "has completed (the replay never writes its weights; RepackedMatmulOptions::weights_read_early)");
+    c->add_flag("--early-weights,!--no-early-weights", early_weights,
+                "cuda decode (default on): overlapped repacked GEMVs start loading their weights before the previous "
+                "kernel has completed, where the tuning table measured it faster (the replay never writes its "
+                "weights; RepackedMatmulOptions::weights_read_early); --no-early-weights for the A/B");
   }
 
   // The backend actually used.
@@ -116,7 +117,7 @@ struct WorkloadArgs {
     if (fuse) a.push_back("--fuse");
     if (canonical) a.push_back("--canonical");
     if (plain_launch) a.push_back("--plain-launch");
-    if (early_weights) a.push_back("--early-weights");
+    if (!early_weights) a.push_back("--no-early-weights");
     for (const auto& s : shapes) a.insert(a.end(), {"--shape", s});
     return a;
   }

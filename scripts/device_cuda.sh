@@ -152,12 +152,13 @@ if want replay; then
     say "A/B on the GPU: canonical layout (A) against weights repacked for the GEMV (B)"
     "$CLI" compare --a "self --canonical" --b self --mode decode --rounds 12 \
       --json "$OUT/compare_repack.json" || STATUS=1
-    say "A/B on the GPU: repacked GEMVs launched plainly (A) and overlapped (B, the default)"
-    "$CLI" compare --a "self --plain-launch" --b self --mode decode --rounds 12 --json "$OUT/compare_pdl.json" || STATUS=1
-    say "A/B on the GPU: overlapped (A, the default) against weights read before the wait (B, --early-weights)"
-    "$CLI" compare --a self --b "self --early-weights" --mode decode --rounds 12 --json "$OUT/compare_early.json" || STATUS=1
-    "$CLI" bench --mode decode --early-weights --json "$OUT/replay_early.json" || STATUS=1
-    "$CLI" bench --mode decode --fuse --early-weights --json "$OUT/replay_fused_early.json" || STATUS=1
+    say "A/B on the GPU: repacked GEMVs launched plainly (A) and overlapped (B), both reading weights after the wait"
+    "$CLI" compare --a "self --plain-launch" --b "self --no-early-weights" --mode decode --rounds 12 \
+      --json "$OUT/compare_pdl.json" || STATUS=1
+    say "A/B on the GPU: weights read after the PDL wait (A, --no-early-weights) and before it where tuned (B, the default)"
+    "$CLI" compare --a "self --no-early-weights" --b self --mode decode --rounds 12 --json "$OUT/compare_early.json" || STATUS=1
+    "$CLI" compare --a "self --fuse --no-early-weights" --b "self --fuse" --mode decode --rounds 12 \
+      --json "$OUT/compare_early_fused.json" || STATUS=1
   else
     echo "no nvfp4 CLI at $CLI: replay skipped"; STATUS=1
   fi

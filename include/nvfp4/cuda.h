@@ -52,12 +52,14 @@ struct RepackedMatmulOptions {
   // table measured it no slower (its "overlap" flag: a many-block grid such as 28672 x 4096 was
   // 7-11% slower); elsewhere, and with false, the call launches plainly.
   bool overlapped_launch = true;
-  // With the overlapped launch (and M <= 8 virtual rows per launch): each warp loads its first
-  // two chunk pairs of weights *before* waiting for the previous kernel, so a GEMV whose blocks
-  // are resident early streams its weights while that kernel finishes. Only for weights that no
-  // kernel still running on `stream` writes (a model's fixed weights); never right after a
-  // repack into the same buffer. Activations are still read, and the output written, only after
-  // the wait. Off by default because the API cannot check that promise.
+  // With the overlapped launch, bf16 M = 1: each warp loads its first two chunk pairs of weights
+  // *before* waiting for the previous kernel, so a GEMV whose blocks are resident early streams
+  // its weights while that kernel finishes. Honoured where the tuning table has an entry tuned
+  // for it (on H200: 4096 x 512 2.46 -> 1.71 us, 14336 x 4096 -6%, Llama-3-8B decode -3.4%;
+  // slower at 16384^2 and at M = 4..8, so not used there; docs/perf-cuda.md 18). Only for
+  // weights that no kernel still running on `stream` writes (a model's fixed weights); never
+  // right after a repack into the same buffer. Activations are still read, and the output
+  // written, only after the wait. Off by default because the API cannot check that promise.
   bool weights_read_early = false;
 };
 

@@ -172,7 +172,16 @@ TEST(CudaTuning, EarlyLaunchEntries) {
   EXPECT_EQ(cuda::gemv_lookup_tile(90, 4096, 4096, rp, 1, false).warps_per_block, 16);
   EXPECT_EQ(cuda::gemv_lookup_tile(90, 4096, 4096, rp, 1, true).warps_per_block, 8);
   EXPECT_EQ(cuda::gemv_lookup_tile(90, 4096, 14336, rp, 1, true).cols_per_warp, 32);  // no early entry: ordinary one
+  // Only a tile from an early entry carries the early launch; the ordinary fallback does not.
+  EXPECT_TRUE(cuda::gemv_lookup_tile(90, 4096, 4096, rp, 1, true).early_ok);
+  EXPECT_FALSE(cuda::gemv_lookup_tile(90, 4096, 4096, rp, 1, false).early_ok);
+  EXPECT_FALSE(cuda::gemv_lookup_tile(90, 4096, 14336, rp, 1, true).early_ok);
   cuda::gemv_clear_user_table();
+  // Built-in: the early entries exist only where that launch measured faster (e.g. 4096 x 512),
+  // not at 16384 x 16384.
+  EXPECT_TRUE(cuda::gemv_lookup_tile(90, 4096, 512, rp, 1, true).early_ok);
+  EXPECT_FALSE(cuda::gemv_lookup_tile(90, 16384, 16384, rp, 1, true).early_ok);
+  EXPECT_FALSE(cuda::gemv_lookup_tile(90, 4096, 512, rp, 16, true).early_ok);
   for (const char* bad :
        {R"({"entries":[{"cc":90,"class":"n_small/k_mid","cols_per_warp":16,"warps_per_block":8,"k_split":8,"launch":"early"}]})",
         R"({"entries":[{"cc":90,"layout":"repacked","m_max":16,"class":"n_small/k_mid","cols_per_warp":16,"warps_per_block":8,"k_split":8,"launch":"early"}]})",

@@ -173,13 +173,16 @@ std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
                       cls.c_str(), m, best.tile.cols_per_warp, best.tile.warps_per_block, best.tile.k_split, best.us,
                       rp ? (best.tile.overlap_ok ? "overlapped" : "plain") : "plain");
           if (with_early)
-            std::printf("best %-9s %-18s M=%-2d cols/warp=%d warps=%d k_split=%d  %.2f us (early launch)\n",
+            std::printf("best %-9s %-18s M=%-2d cols/warp=%d warps=%d k_split=%d  %.2f us (early launch: %s)\n",
                         gemv_layout_name(layout), cls.c_str(), m, best_early.tile.cols_per_warp,
-                        best_early.tile.warps_per_block, best_early.tile.k_split, best_early.us);
+                        best_early.tile.warps_per_block, best_early.tile.k_split, best_early.us,
+                        best_early.us < 0.98 * best.us ? "entry written" : "not 2% faster, no entry");
         }
         std::fflush(stdout);
         table.push_back(best);
-        if (with_early) table.push_back(best_early);
+        // An early entry only where that launch is faster than the ordinary entry's by more than
+        // the 2% margin; elsewhere an early request falls back to the ordinary entry and launch.
+        if (with_early && best_early.us < 0.98 * best.us) table.push_back(best_early);
       }
       for (std::size_t c = 0; c < rpk.size(); ++c) {
         cudaFree(rpk[c]);

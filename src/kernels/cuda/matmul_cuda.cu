@@ -288,11 +288,15 @@ void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightVie
     // The table has separate repacked tiles for <= 8 and 9..16 virtual rows per launch (two
     // kernel instantiations): looked up per launch.
     const std::int64_t vrows = std::int64_t{la.pieces} * la.m_rows;
-    const bool early = la.pdl && la.early_weights && vrows <= 8;  // the launch the early entries were tuned for
+    // The early-weights launch at one virtual row only (bf16 M = 1, what its entries were tuned
+    // at): at M = 4 and 8 it measured 3-5% slower than the ordinary launch (4096 x 14336, 16384^2;
+    // bench/results/cuda-2026-11-30-h200-bench-9905bfc.json).
+    const bool early = la.pdl && la.early_weights && vrows == 1;
     const GemvTile tile = tile_in ? *tile_in : gemv_lookup_tile(cc, w.n, w.k, GemvLayout::kRepacked, vrows, early);
     if (name.empty()) name = gemv_nvfp4_sm90_repacked_name(la, tile);
     GemvArgs l2 = la;
     l2.pdl = la.pdl && tile.overlap_ok;  // the table's per-shape verdict on the overlapped launch
+    l2.early_weights = early && tile.early_ok;  // and on the early-weights one
     return gemv_nvfp4_sm90_repacked(l2, tile, stream);
   });
   if (kernel_name) *kernel_name = name;

@@ -64,6 +64,16 @@ const GemvTableEntry kBuiltin[] = {
     {90, "exact/6144x4096", no_overlap({16, 8, 8}), 6.92, GemvLayout::kRepacked, 8},     // fused qkv
     {90, "exact/14336x4096", no_overlap({16, 4, 4}), 11.89, GemvLayout::kRepacked, 8},   // gate / up
     {90, "exact/128256x4096", {16, 4, 2}, 77.75, GemvLayout::kRepacked, 8},  // lm_head
+    // Early-weights launch (RepackedMatmulOptions::weights_read_early, M <= 8): `nvfp4 tune
+    // --layout repacked` on an H200, 2026-11-30 22:40 UTC, commit 9905bfc (M=1 bf16, rotated
+    // weights, graph medians, us; bench/results/cuda-2026-11-30-h200-tuning-early-9905bfc.json).
+    // Only the classes where that launch beat the ordinary entry by more than 2% (in brackets the
+    // ordinary overlapped launch, same run); elsewhere an early request runs the entry above.
+    {90, "n_small/k_small", {16, 8, 4}, 1.71, GemvLayout::kRepacked, 8, true},      // 4096 x 512 [2.46]
+    {90, "n_small/k_large", {16, 16, 16}, 9.51, GemvLayout::kRepacked, 8, true},    // 4096 x 14336 [9.87]
+    {90, "exact/1024x4096", {32, 16, 16}, 3.10, GemvLayout::kRepacked, 8, true},    // k/v [3.59]
+    {90, "exact/6144x4096", {16, 16, 8}, 5.84, GemvLayout::kRepacked, 8, true},     // fused qkv [6.07]
+    {90, "exact/14336x4096", {16, 16, 4}, 10.25, GemvLayout::kRepacked, 8, true},   // gate / up [10.90]
     // M = 9..16 per launch (the NB = 2 kernel): `nvfp4 tune --layout repacked` on an H200,
     // 2026-11-30 16:45 UTC, after rp<1,2> went to two buffers / 64 registers (M=16 bf16, rotated
     // weights, graph medians, us; overlap verdicts from the same run; bench/results/
@@ -116,6 +126,13 @@ bool parse_exact(const std::string& cls, std::int64_t* n, std::int64_t* k) {
   *n = a;
   *k = b;
   return true;
+}
+
+// The tile of a table entry: the early-weights launch only with an entry tuned for it.
+GemvTile tile_of(const GemvTableEntry& e) {
+  GemvTile t = e.tile;
+  t.early_ok = e.early;
+  return t;
 }
 
 }  // namespace
@@ -180,10 +197,10 @@ GemvTile gemv_lookup_tile(int cc, std::int64_t n, std::int64_t k, GemvLayout lay
   {
     std::lock_guard<std::mutex> lock(g_mu);
     load_env_table_locked();
-    if (const auto* e = gemv_find_entry(g_user, cc, n, k, layout, m, early)) return e->tile;
+    if (const auto* e = gemv_find_entry(g_user, cc, n, k, layout, m, early)) return tile_of(*e);
   }
   static const std::vector<GemvTableEntry> builtin = gemv_builtin_table();
-  if (const auto* e = gemv_find_entry(builtin, cc, n, k, layout, m, early)) return e->tile;
+  if (const auto* e = gemv_find_entry(builtin, cc, n, k, layout, m, early)) return tile_of(*e);
   // Rule of thumb for GPUs without an entry: split K more when there are few columns, so
   // every SM gets enough 16-byte loads in flight.
   GemvTile t;
@@ -192,6 +209,7 @@ GemvTile gemv_lookup_tile(int cc, std::int64_t n, std::int64_t k, GemvLayout lay
   t.k_split = col_tiles >= 1024 ? 1 : (col_tiles >= 256 ? 4 : 16);
   if (t.k_split * 128 > k) t.k_split = 1;
   t.warps_per_block = t.k_split < 4 ? 4 : t.k_split;
+  t.early_ok = false;  // never measured
   return t;
 }
 

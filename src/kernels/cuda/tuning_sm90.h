@@ -36,6 +36,11 @@ struct GemvTile {
   // (RepackedMatmulOptions::overlap_previous_kernel) is honoured with this tile; false where the
   // tuner measured the overlapped launch slower than the plain one. Speed only.
   bool overlap_ok = true;
+  // Repacked M <= 8: a caller's early-weights request (RepackedMatmulOptions::weights_read_early)
+  // is honoured with this tile. A looked-up tile has it only when it comes from an entry tuned
+  // for that launch ("launch": "early"; the tuner writes one only where that launch measured
+  // faster); an explicit tile (tests, the tuner) honours the request.
+  bool early_ok = true;
 };
 
 enum class GemvLayout { kCanonical, kRepacked };
@@ -58,9 +63,9 @@ bool gemv_tile_valid(const GemvTile& t);
 
 // The tile for compute capability `cc` (e.g. 90), this shape and weight layout.
 // m: rows of the call (M > 16 runs in launches of 16: the m_max 16 entry).
-// early: the repacked M <= 8 kernel launched with weights read before the PDL wait
-// (RepackedMatmulOptions::weights_read_early): an entry tuned for that launch if there is one,
-// else the ordinary entry.
+// early: the repacked kernel launched with weights read before the PDL wait
+// (RepackedMatmulOptions::weights_read_early; the API asks at bf16 M = 1 only): an entry tuned
+// for that launch if there is one (its tile has early_ok), else the ordinary entry.
 GemvTile gemv_lookup_tile(int cc, std::int64_t n, std::int64_t k, GemvLayout layout = GemvLayout::kCanonical,
                           std::int64_t m = 1, bool early = false);
 
