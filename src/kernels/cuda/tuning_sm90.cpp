@@ -74,6 +74,11 @@ const GemvTableEntry kBuiltin[] = {
     {90, "exact/1024x4096", {32, 16, 16}, 3.10, GemvLayout::kRepacked, 8, true},    // k/v [3.59]
     {90, "exact/6144x4096", {16, 16, 8}, 5.84, GemvLayout::kRepacked, 8, true},     // fused qkv [6.07]
     {90, "exact/14336x4096", {16, 16, 4}, 10.25, GemvLayout::kRepacked, 8, true},   // gate / up [10.90]
+    // Not from the tuner: back to back with itself the early launch measured 6.5% slower here
+    // (4.57 against 4.29 us), but inside the Llama-3-8B decode sequence, where other shapes
+    // precede it, this entry took the decode gain of the early launch from -1.60% to -3.79%
+    // (`nvfp4 compare`, same H200, 22:50 UTC; bench/results/compare-2026-11-30-h200-early-table-*).
+    {90, "n_small/k_mid", {16, 16, 16}, 4.57, GemvLayout::kRepacked, 8, true},     // 4096 x 4096 [4.29]
     // M = 9..16 per launch (the NB = 2 kernel): `nvfp4 tune --layout repacked` on an H200,
     // 2026-11-30 16:45 UTC, after rp<1,2> went to two buffers / 64 registers (M=16 bf16, rotated
     // weights, graph medians, us; overlap verdicts from the same run; bench/results/
