@@ -617,6 +617,22 @@ __device__ __forceinline__ std::uint32_t ld_stream4(const std::uint8_t* p) {
   return v;
 }
 
+// The weight loads that EARLY kernels issue before griddepcontrol.wait: coherent and volatile,
+// because ptxas moves ld.global.nc below the wait (checked in SASS, sm_90a, CUDA 13.0); a plain
+// ld.global stays above it.
+__device__ __forceinline__ uint4 ld_early16(const std::uint8_t* p) {
+  uint4 v;
+  asm volatile("ld.global.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+__device__ __forceinline__ std::uint32_t ld_early4(const std::uint8_t* p) {
+  std::uint32_t v;
+  asm volatile("ld.global.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+
 __device__ __forceinline__ void rp_decode(std::uint32_t q, std::uint32_t r[4]) {
   r[0] = q & repack::kMaskP;
   r[1] = __funnelshift_r(q, q, 6) & repack::kMaskP;
@@ -710,25 +726,19 @@ __device__ __forceinline__ void rp_accumulate(const std::uint8_t* const (&wt)[RT
   std::uint32_t sa[RT], sb[RT];
   if (!EARLY && c_beg < c_end) load(c_beg, wa, sa);
   if constexpr (EARLY) {
-    // ptxas moves ld.global.nc loads below griddepcontrol.wait (SASS: every LDG after ACQBULK),
-    // which would read nothing early. A shared-memory store of a word of each buffer, issued
-    // before the wait, keeps them above it: ptxas orders memory instructions around the wait.
-    // (Coherent loads also stay above it; docs/perf-cuda.md 18.2 compares the two.) The warp
-    // then waits for its loads before the wait, where it would be idle anyway. Each thread
-    // stores to its own word, never read.
-    __shared__ std::uint32_t early_sink[512];
-    std::uint32_t keep = 0;
-    if (c_beg < c_end) {
-      load(c_beg, wa, sa);
-      keep = sa[RT - 1];
-    }
-    if (c_beg + 1 < c_end) {
-      load(c_beg + 1, wb, sb);
-      keep ^= sb[RT - 1];
-    }
-    asm volatile("st.shared.u32 [%0], %1;" ::"r"(static_cast<std::uint32_t>(__cvta_generic_to_shared(&early_sink[threadIdx.x]))),
-                 "r"(keep)
-                 : "memory");
+    // Coherent volatile loads (ld_early16/4): ptxas moved the .nc loads of `load` below the
+    // wait (SASS: every LDG after ACQBULK), which would have read nothing early.
+    auto load_early = [&](int cp, uint4 (&w)[RT][2], std::uint32_t (&sc)[RT]) {
+      const std::uint32_t wo = static_cast<std::uint32_t>(cp) * 1024u, so = static_cast<std::uint32_t>(cp) * 128u;
+#pragma unroll
+      for (int r = 0; r < RT; ++r) {
+        w[r][0] = ld_early16(wt[r] + wo);
+        w[r][1] = ld_early16(wt[r] + wo + 512);
+        sc[r] = ld_early4(st[r] + so);
+      }
+    };
+    if (c_beg < c_end) load_early(c_beg, wa, sa);
+    if (c_beg + 1 < c_end) load_early(c_beg + 1, wb, sb);
     pdl_wait();
 #pragma unroll
     for (int b = 0; b < NB; ++b) asm volatile("" : "+l"(xr[b]));
