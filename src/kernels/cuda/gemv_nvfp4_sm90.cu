@@ -619,7 +619,8 @@ __device__ __forceinline__ std::uint32_t ld_stream4(const std::uint8_t* p) {
 
 // The weight loads that EARLY kernels issue before griddepcontrol.wait: coherent and volatile,
 // because ptxas moves ld.global.nc below the wait (checked in SASS, sm_90a, CUDA 13.0); a plain
-// ld.global stays above it.
+// ld.global stays above it. (.nc loads pinned above the wait by a shared store of a loaded word
+// were no faster at any shape and made the decode replay 1.15% slower: docs/perf-cuda.md 18.2.)
 __device__ __forceinline__ uint4 ld_early16(const std::uint8_t* p) {
   uint4 v;
   asm volatile("ld.global.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
