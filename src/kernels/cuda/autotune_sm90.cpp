@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <memory>
 #include <random>
 #include <vector>
 
@@ -41,63 +40,6 @@ std::vector<GemvTile> candidates(std::int64_t k, GemvLayout layout) {
   return out;
 }
 
-// The GEMV that precedes the candidate when the tuner judges the early-weights launch: Llama-3-8B's
-// down projection (4096 x 14336, bf16 M = 1; in decode it precedes the next layer's q), repacked,
-// with its table tile and the default launch, rotated through >= 256 MiB like the candidate.
-// Why a predecessor: back to back with itself, a full-occupancy grid cannot have the next grid
-// resident early, and the early launch measured 6.5% slower at 4096 x 4096, while in the decode
-// sequence the same entry made the whole token 2.2% faster (docs/perf-cuda.md 18).
-class Predecessor {
- public:
-  static constexpr std::int64_t kN = 4096, kK = 14336;
-  Predecessor(cudaStream_t st, std::mt19937_64& rng) {
-    const std::size_t pb = static_cast<std::size_t>(kN) * kK / 2, sb = static_cast<std::size_t>(kN) * kK / 16;
-    std::vector<std::uint8_t> hp(pb), hs(sb);
-    for (auto& b : hp) b = static_cast<std::uint8_t>(rng());
-    for (auto& b : hs) b = static_cast<std::uint8_t>(0x20 + rng() % 0x30);
-    void *cp = nullptr, *cs = nullptr;
-    ck(cudaMalloc(&cp, pb), "cudaMalloc predecessor weights");
-    ck(cudaMalloc(&cs, sb), "cudaMalloc predecessor scales");
-    ck(cudaMemcpy(cp, hp.data(), pb, cudaMemcpyHostToDevice), "copy predecessor weights");
-    ck(cudaMemcpy(cs, hs.data(), sb, cudaMemcpyHostToDevice), "copy predecessor scales");
-    const std::size_t copies = (std::size_t{256} << 20) / (pb + sb) + 1;
-    for (std::size_t c = 0; c < copies; ++c) {
-      p_.push_back(nullptr);
-      s_.push_back(nullptr);
-      ck(cudaMalloc(&p_.back(), pb), "cudaMalloc predecessor copy");
-      ck(cudaMalloc(&s_.back(), sb), "cudaMalloc predecessor copy");
-      repack_for_gemv_sm90(WeightView{static_cast<const std::uint8_t*>(cp), static_cast<const std::uint8_t*>(cs), 1.0f, kN, kK},
-                           static_cast<std::uint8_t*>(p_.back()), static_cast<std::uint8_t*>(s_.back()), st);
-    }
-    std::vector<std::uint16_t> hx(kK, 0x3C00);  // bf16 2^-7
-    ck(cudaMalloc(&x_, kK * 2), "cudaMalloc predecessor x");
-    ck(cudaMalloc(&y_, kN * 2), "cudaMalloc predecessor y");
-    ck(cudaMemcpy(x_, hx.data(), kK * 2, cudaMemcpyHostToDevice), "copy predecessor x");
-    ck(cudaStreamSynchronize(st), "predecessor repack");
-    cudaFree(cp);
-    cudaFree(cs);
-  }
-  ~Predecessor() {
-    for (void* q : p_) cudaFree(q);
-    for (void* q : s_) cudaFree(q);
-    cudaFree(x_);
-    cudaFree(y_);
-  }
-  Predecessor(const Predecessor&) = delete;
-  Predecessor& operator=(const Predecessor&) = delete;
-  void launch(int i, cudaStream_t st) const {
-    const std::size_t c = static_cast<std::size_t>(i) % p_.size();
-    quantized_matmul_repacked(MatrixView{x_, DType::kBF16, 1, kK, kK},
-                              RepackedWeightView{static_cast<const std::uint8_t*>(p_[c]), static_cast<const std::uint8_t*>(s_[c]),
-                                                 1.0f, kN, kK},
-                              MatrixView{y_, DType::kBF16, 1, kN, kN}, st);
-  }
-
- private:
-  std::vector<void*> p_, s_;
-  void *x_ = nullptr, *y_ = nullptr;
-};
-
 }  // namespace
 
 std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
@@ -121,7 +63,6 @@ std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
   }
   std::vector<GemvTableEntry> table;
   std::mt19937_64 rng(12345);
-  std::unique_ptr<Predecessor> pred;  // made on first use (repacked M = 1 with repacked_early)
   for (const auto& cls : classes) {
     std::int64_t n = 0, k = 0;
     gemv_class_representative(cls, &n, &k);
@@ -184,21 +125,19 @@ std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
         const bool with_early = rp && m == 1 && opts.repacked_early;
         GemvTableEntry best_early = best;
         best_early.early = true;
-        auto run_tile = [&](int i, const GemvTile& tile, const RepackedMatmulOptions& o) {
-          const std::size_t c = static_cast<std::size_t>(i) % copies;
-          if (rp) {
-            const RepackedWeightView wv{static_cast<const std::uint8_t*>(rpk[c]), static_cast<const std::uint8_t*>(rsc[c]),
-                                        1.0f, n, k};
-            quantized_matmul_repacked_tile(xv, wv, yv, st, &tile, nullptr, o);
-          } else {
-            const WeightView wv{static_cast<const std::uint8_t*>(dp[c]), static_cast<const std::uint8_t*>(ds[c]), 1.0f, n, k};
-            quantized_matmul_tile(xv, wv, yv, st, &tile);
-          }
-        };
         auto time_tile = [&](const GemvTile& tile, const RepackedMatmulOptions& o) {
-          return graph_us_per_call(st, launches, 5, [&](int i) { run_tile(i, tile, o); });
+          return graph_us_per_call(st, launches, 5, [&](int i) {
+            const std::size_t c = static_cast<std::size_t>(i) % copies;
+            if (rp) {
+              const RepackedWeightView wv{static_cast<const std::uint8_t*>(rpk[c]), static_cast<const std::uint8_t*>(rsc[c]),
+                                          1.0f, n, k};
+              quantized_matmul_repacked_tile(xv, wv, yv, st, &tile, nullptr, o);
+            } else {
+              const WeightView wv{static_cast<const std::uint8_t*>(dp[c]), static_cast<const std::uint8_t*>(ds[c]), 1.0f, n, k};
+              quantized_matmul_tile(xv, wv, yv, st, &tile);
+            }
+          });
         };
-        std::vector<std::pair<GemvTile, double>> early_us;  // back to back, per tile
         RepackedMatmulOptions plain, overlapped, early;
         plain.overlapped_launch = false;
         early.weights_read_early = true;
@@ -223,58 +162,27 @@ std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
             best.us = eff;
             best.tile = tile;
           }
-          if (with_early) early_us.emplace_back(tile, e_us);
           if (with_early && e_us < best_early.us) {
             best_early.us = e_us;
             best_early.tile = tile;
             best_early.tile.overlap_ok = true;
           }
         }
-        if (opts.verbose)
+        if (opts.verbose) {
           std::printf("best %-9s %-18s M=%-2d cols/warp=%d warps=%d k_split=%d  %.2f us (%s launch)\n", gemv_layout_name(layout),
                       cls.c_str(), m, best.tile.cols_per_warp, best.tile.warps_per_block, best.tile.k_split, best.us,
                       rp ? (best.tile.overlap_ok ? "overlapped" : "plain") : "plain");
-        table.push_back(best);
-        if (with_early) {
-          // The early launch is judged where it acts: right after another kernel. Each
-          // candidate (the best tile back to back under the early launch, and the ordinary
-          // entry's tile) runs after the Predecessor GEMV, against the ordinary entry after it;
-          // an early entry is written only where it saves more than 2% of the ordinary entry's
-          // own time. Elsewhere an early request falls back to the ordinary entry and launch.
-          if (!pred) pred = std::make_unique<Predecessor>(st, rng);
-          auto after_pred = [&](const GemvTile& tile, const RepackedMatmulOptions& o) {
-            return graph_us_per_call(st, launches, 5, [&](int i) {
-              pred->launch(i, st);
-              run_tile(i, tile, o);
-            });
-          };
-          RepackedMatmulOptions ord;
-          ord.overlapped_launch = best.tile.overlap_ok;
-          const double ctx_ord = after_pred(best.tile, ord);
-          double ctx_early = after_pred(best_early.tile, early);
-          GemvTile same = best.tile;
-          same.overlap_ok = true;
-          const bool two = same.cols_per_warp != best_early.tile.cols_per_warp ||
-                           same.warps_per_block != best_early.tile.warps_per_block || same.k_split != best_early.tile.k_split;
-          const double ctx_same = two ? after_pred(same, early) : ctx_early;
-          if (ctx_same < ctx_early) {
-            ctx_early = ctx_same;
-            best_early.tile = same;
-            best_early.us = 0;  // not the back-to-back winner: its back-to-back early time is below
-            for (const auto& [t, us] : early_us)
-              if (t.cols_per_warp == same.cols_per_warp && t.warps_per_block == same.warps_per_block && t.k_split == same.k_split)
-                best_early.us = us;
-          }
-          const bool write = ctx_early < ctx_ord - 0.02 * best.us;
-          if (opts.verbose)
-            std::printf("     %-9s %-18s after a 4096x14336 GEMV: ordinary %.2f us per pair, early %.2f (cols/warp=%d warps=%d "
-                        "k_split=%d; back to back %.2f us): %s\n",
-                        gemv_layout_name(layout), cls.c_str(), ctx_ord, ctx_early, best_early.tile.cols_per_warp,
+          if (with_early)
+            std::printf("best %-9s %-18s M=%-2d cols/warp=%d warps=%d k_split=%d  %.2f us (early launch: %s)\n",
+                        gemv_layout_name(layout), cls.c_str(), m, best_early.tile.cols_per_warp,
                         best_early.tile.warps_per_block, best_early.tile.k_split, best_early.us,
-                        write ? "early entry written" : "saves < 2%, no early entry");
-          if (write) table.push_back(best_early);
+                        best_early.us < 0.98 * best.us ? "entry written" : "not 2% faster, no entry");
         }
         std::fflush(stdout);
+        table.push_back(best);
+        // An early entry only where that launch is faster than the ordinary entry's by more than
+        // the 2% margin; elsewhere an early request falls back to the ordinary entry and launch.
+        if (with_early && best_early.us < 0.98 * best.us) table.push_back(best_early);
       }
       for (std::size_t c = 0; c < rpk.size(); ++c) {
         cudaFree(rpk[c]);
