@@ -440,6 +440,54 @@ void expect_one_hot_exact(const Tensor& deq, std::int64_t n, std::int64_t k, con
   }
 }
 
+// `nvfp4 tune` on one class (small rotation: the table is not meant to be fast): an ordinary
+// repacked entry per row bucket, early entries only as M <= 8 repacked, every tile valid, the
+// JSON round trip exact, and the dispatch reading the table back.
+TEST(CudaTuning, AutotuneWritesAUsableTable) {
+  REQUIRE_GPU();
+  cuda::TuneOptions o;
+  o.classes = {"exact/1024x4096"};
+  o.layouts = {cuda::GemvLayout::kRepacked};
+  o.reps = 3;
+  o.rotation_mib = 16;
+  o.verbose = false;
+  const auto t = cuda::gemv_autotune(o);
+  int ordinary8 = 0, ordinary16 = 0;
+  for (const auto& e : t) {
+    EXPECT_EQ(e.cls, "exact/1024x4096");
+    EXPECT_EQ(e.layout, cuda::GemvLayout::kRepacked);
+    EXPECT_EQ(e.cc, cuda::device_cc());
+    EXPECT_TRUE(cuda::gemv_tile_valid(e.tile));
+    EXPECT_TRUE(e.us > 0 && e.us < 1e6) << e.us;
+    if (e.early) {
+      EXPECT_EQ(e.m_max, 8);
+    } else {
+      ordinary8 += e.m_max == 8;
+      ordinary16 += e.m_max == 16;
+    }
+  }
+  EXPECT_EQ(ordinary8, 1);
+  EXPECT_EQ(ordinary16, 1);
+  const auto back = cuda::gemv_table_from_json(cuda::gemv_table_to_json(t, "test"), "roundtrip");
+  ASSERT_EQ(back.size(), t.size());
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    EXPECT_EQ(back[i].early, t[i].early);
+    EXPECT_EQ(back[i].m_max, t[i].m_max);
+    EXPECT_EQ(back[i].tile.warps_per_block, t[i].tile.warps_per_block);
+    EXPECT_EQ(back[i].tile.k_split, t[i].tile.k_split);
+    EXPECT_EQ(back[i].tile.overlap_ok, t[i].tile.overlap_ok);
+  }
+  cuda::gemv_set_user_table(t);
+  for (const auto& e : t) {
+    const auto got = cuda::gemv_lookup_tile(cuda::device_cc(), 1024, 4096, cuda::GemvLayout::kRepacked, e.m_max, e.early);
+    EXPECT_EQ(got.cols_per_warp, e.tile.cols_per_warp);
+    EXPECT_EQ(got.warps_per_block, e.tile.warps_per_block);
+    EXPECT_EQ(got.k_split, e.tile.k_split);
+    EXPECT_EQ(got.early_ok, e.early);
+  }
+  cuda::gemv_clear_user_table();
+}
+
 TEST(CudaGemv, OneHotRecoversDequantizedWeightsExactly) {
   REQUIRE_GPU();
   for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {

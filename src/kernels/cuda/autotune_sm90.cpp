@@ -67,7 +67,8 @@ std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
     std::int64_t n = 0, k = 0;
     gemv_class_representative(cls, &n, &k);
     const std::size_t pb = static_cast<std::size_t>(n) * k / 2, sb = static_cast<std::size_t>(n) * k / 16;
-    const std::size_t copies = std::max<std::size_t>(1, (std::size_t{256} << 20) / (pb + sb) + 1);
+    const std::size_t copies =
+        std::max<std::size_t>(1, (static_cast<std::size_t>(std::max(1, opts.rotation_mib)) << 20) / (pb + sb) + 1);
     // Random packed bytes and valid scales (E4M3 0x20..0x4F: 2^-3 .. ~30), one host copy.
     std::vector<std::uint8_t> hp(pb), hs(sb);
     for (std::size_t i = 0; i < pb; i += 8) {

@@ -106,6 +106,9 @@ struct TuneOptions {
   // "early" entry.
   bool repacked_early = true;
   int reps = 30;                     // timed launches per candidate (median)
+  // Distinct weight copies rotated through per class, in MiB: > 3x the 60 MB L2 so every launch
+  // streams from HBM. Tests lower it (the tables they get are not meant to be fast).
+  int rotation_mib = 256;
   bool verbose = true;
 };
 std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts);
