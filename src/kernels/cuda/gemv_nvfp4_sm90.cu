@@ -167,21 +167,46 @@ __device__ __forceinline__ WarpSlot<I> warp_slot(int k_split, I steps) {
 // fixed-order sum over the K split and over the `pieces` exact bf16 pieces of fp32/fp16
 // activations, times 2^7 (the decode's exponent offset, docs/perf-cuda.md 2) and the tensor
 // scale, rounded once to the output dtype. Fixed order: results do not depend on timing.
-template <int C>
+template <int C, bool kFast = false>
 __device__ __forceinline__ void sum_partials_and_store(const float* red, const GemvArgs& p, int k_split, int groups) {
   const int vr_total = p.pieces * p.m_rows;
   const int per_blk = groups * C;
   const DType yt = static_cast<DType>(p.y_dtype);
-  for (int o = threadIdx.x; o < p.m_rows * per_blk; o += blockDim.x) {
-    const int m = o / per_blk, c = o % per_blk;
-    const int gr = c / C, cc = c % C;
-    const std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * per_blk + c;
-    if (n >= p.n) continue;
-    float sum = 0.0f;
-    for (int pc = 0; pc < p.pieces; ++pc)
-      for (int s = 0; s < k_split; ++s)
-        sum += red[(static_cast<std::size_t>(gr * k_split + s) * vr_total + pc * p.m_rows + m) * C + cc];
-    store_from_f32(p.y, yt, m * p.y_stride + n, (sum * 128.0f) * p.tensor_scale);
+  if constexpr (kFast) {
+    // The epilogue of the M <= 8 rp kernels, where small grids spend a visible part of their
+    // time here. per_blk is a power of two for every tile the tuner writes (warps and k_split
+    // are): a shift instead of an integer division's ~20 instructions; and the slices' shared
+    // loads unrolled so several are in flight, the adds in the same order (bit-identical to the
+    // plain loop below). Not used at M = 9..16: there it pushed rp<2,2> to 128 registers with
+    // spills in the main loop.
+    const bool pow2 = (per_blk & (per_blk - 1)) == 0;
+    const int sh = __ffs(per_blk) - 1;
+    const std::size_t s_stride = static_cast<std::size_t>(vr_total) * C;
+    for (int o = threadIdx.x; o < p.m_rows * per_blk; o += blockDim.x) {
+      const int m = pow2 ? o >> sh : o / per_blk, c = pow2 ? o & (per_blk - 1) : o % per_blk;
+      const int gr = c / C, cc = c % C;
+      const std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * per_blk + c;
+      if (n >= p.n) continue;
+      float sum = 0.0f;
+      for (int pc = 0; pc < p.pieces; ++pc) {
+        const float* r = red + (static_cast<std::size_t>(gr * k_split) * vr_total + pc * p.m_rows + m) * C + cc;
+#pragma unroll 4
+        for (int s = 0; s < k_split; ++s) sum += r[s * s_stride];
+      }
+      store_from_f32(p.y, yt, m * p.y_stride + n, (sum * 128.0f) * p.tensor_scale);
+    }
+  } else {
+    for (int o = threadIdx.x; o < p.m_rows * per_blk; o += blockDim.x) {
+      const int m = o / per_blk, c = o % per_blk;
+      const int gr = c / C, cc = c % C;
+      const std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * per_blk + c;
+      if (n >= p.n) continue;
+      float sum = 0.0f;
+      for (int pc = 0; pc < p.pieces; ++pc)
+        for (int s = 0; s < k_split; ++s)
+          sum += red[(static_cast<std::size_t>(gr * k_split + s) * vr_total + pc * p.m_rows + m) * C + cc];
+      store_from_f32(p.y, yt, m * p.y_stride + n, (sum * 128.0f) * p.tensor_scale);
+    }
   }
 }
 
@@ -428,7 +453,7 @@ __device__ __forceinline__ void reduce_and_store(const float (&acc)[RT][NB][4], 
         if (vr < vr_total) mine[vr * kRows + row] = acc[rt][b][c];
       }
   __syncthreads();
-  sum_partials_and_store<kRows>(red, p, k_split, groups);
+  sum_partials_and_store<kRows, NB == 1>(red, p, k_split, groups);
 }
 
 template <bool F16, int RT, int NB>
