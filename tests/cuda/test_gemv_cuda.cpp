@@ -176,6 +176,12 @@ TEST(CudaTuning, EarlyLaunchEntries) {
   EXPECT_TRUE(cuda::gemv_lookup_tile(90, 4096, 4096, rp, 1, true).early_ok);
   EXPECT_FALSE(cuda::gemv_lookup_tile(90, 4096, 4096, rp, 1, false).early_ok);
   EXPECT_FALSE(cuda::gemv_lookup_tile(90, 4096, 14336, rp, 1, true).early_ok);
+  // An exact class with only an ordinary entry keeps it over a bucket's early entry.
+  auto t2 = back;
+  t2.push_back({90, "exact/4096x4096", {16, 4, 4}, 4.0, cuda::GemvLayout::kRepacked, 8});
+  cuda::gemv_set_user_table(t2);
+  EXPECT_EQ(cuda::gemv_lookup_tile(90, 4096, 4096, rp, 1, true).warps_per_block, 4);
+  EXPECT_FALSE(cuda::gemv_lookup_tile(90, 4096, 4096, rp, 1, true).early_ok);
   cuda::gemv_clear_user_table();
   // Built-in: the early entries exist only where that launch measured faster (e.g. 4096 x 512),
   // not at 16384 x 16384.

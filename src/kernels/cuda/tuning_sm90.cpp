@@ -74,6 +74,13 @@ const GemvTableEntry kBuiltin[] = {
     {90, "exact/1024x4096", {32, 16, 16}, 3.10, GemvLayout::kRepacked, 8, true},    // k/v [3.59]
     {90, "exact/6144x4096", {16, 16, 8}, 5.84, GemvLayout::kRepacked, 8, true},     // fused qkv [6.07]
     {90, "exact/14336x4096", {16, 16, 4}, 10.25, GemvLayout::kRepacked, 8, true},   // gate / up [10.90]
+    // Added by the re-tune after the M <= 8 epilogue change (7ad5b34, 23:12 UTC; bench/results/
+    // cuda-2026-11-30-h200-tuning-early-7ad5b34.json), which made the early launch pay off on
+    // multi-wave grids too. In the bench of that run: 28672 x 4096 17.80 against 18.50 us,
+    // 151936 x 2560 53.66 against 56.66 us.
+    {90, "n_mid/k_mid", {16, 16, 2}, 17.85, GemvLayout::kRepacked, 8, true},       // 28672 x 4096 [18.56 plain]
+    {90, "n_large/k_small", {16, 16, 1}, 19.83, GemvLayout::kRepacked, 8, true},   // 131072 x 1024 [21.05]
+    {90, "n_large/k_mid", {16, 4, 2}, 55.12, GemvLayout::kRepacked, 8, true},      // 151936 x 2560 [56.69]
     // Not from the tuner: back to back with itself the early launch measured 6.5% slower here
     // (4.57 against 4.29 us), but inside the Llama-3-8B decode sequence, where other shapes
     // precede it, this entry took the decode gain of the early launch from -1.60% to -3.79%
@@ -158,12 +165,14 @@ bool gemv_class_known(const std::string& cls) {
 const GemvTableEntry* gemv_find_entry(const std::vector<GemvTableEntry>& table, int cc, std::int64_t n, std::int64_t k,
                                       GemvLayout layout, std::int64_t m, bool early) {
   const int mb = m <= 8 ? 8 : 16;
-  for (const bool ee : {true, false}) {
-    if (ee && !early) continue;
-    for (const std::string& cls : {gemv_exact_class(n, k), gemv_shape_class(n, k)})
+  // Class first, then launch: an exact class tuned without an early entry (the tuner found that
+  // launch no faster there) keeps its ordinary entry rather than a bucket's early one.
+  for (const std::string& cls : {gemv_exact_class(n, k), gemv_shape_class(n, k)})
+    for (const bool ee : {true, false}) {
+      if (ee && !early) continue;
       for (int mm : {mb, 0})
         if (const auto* e = find(table, cc, cls, layout, mm, ee)) return e;
-  }
+    }
   return nullptr;
 }
 
