@@ -85,6 +85,7 @@ const GemvTableEntry kBuiltin[] = {
     // (4.57 against 4.29 us), but inside the Llama-3-8B decode sequence, where other shapes
     // precede it, this entry took the decode gain of the early launch from -1.60% to -3.79%
     // (`nvfp4 compare`, same H200, 22:50 UTC; bench/results/compare-2026-11-30-h200-early-table-*).
+    // Re-checked after the epilogue change (06c9cf0): without it the decode is 2.43% slower.
     {90, "n_small/k_mid", {16, 16, 16}, 4.57, GemvLayout::kRepacked, 8, true},     // 4096 x 4096 [4.29]
     // M = 9..16 per launch (the NB = 2 kernel): `nvfp4 tune --layout repacked` on an H200,
     // 2026-11-30 16:45 UTC, after rp<1,2> went to two buffers / 64 registers (M=16 bf16, rotated
