@@ -39,6 +39,7 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/cuda/repack_nvfp4_sm90.h"
 #include "nvfp4/dtype.h"
@@ -726,15 +727,24 @@ __device__ __forceinline__ void rp_accumulate(const std::uint8_t* const (&wt)[RT
   const std::uint16_t* xr[NB];
 #pragma unroll
   for (int b = 0; b < NB; ++b) xr[b] = xr_in[b];
-  auto load = [&](int cp, uint4 (&w)[RT][2], std::uint32_t (&s)[RT]) {
+  // Pair cp's weights and scales into w / s: the main loop's .nc loads, or (early_tag true) the
+  // coherent volatile ones EARLY issues before the wait (ld_early16/4).
+  auto load_pair = [&](auto early_tag, int cp, uint4 (&w)[RT][2], std::uint32_t (&s)[RT]) {
     const std::uint32_t wo = static_cast<std::uint32_t>(cp) * 1024u, so = static_cast<std::uint32_t>(cp) * 128u;
 #pragma unroll
     for (int r = 0; r < RT; ++r) {
-      w[r][0] = ld_stream16_nohint(wt[r] + wo);
-      w[r][1] = ld_stream16_nohint(wt[r] + wo + 512);
-      s[r] = ld_stream4(st[r] + so);
+      if constexpr (decltype(early_tag)::value) {
+        w[r][0] = ld_early16(wt[r] + wo);
+        w[r][1] = ld_early16(wt[r] + wo + 512);
+        s[r] = ld_early4(st[r] + so);
+      } else {
+        w[r][0] = ld_stream16_nohint(wt[r] + wo);
+        w[r][1] = ld_stream16_nohint(wt[r] + wo + 512);
+        s[r] = ld_stream4(st[r] + so);
+      }
     }
   };
+  auto load = [&](int cp, uint4 (&w)[RT][2], std::uint32_t (&s)[RT]) { load_pair(std::false_type{}, cp, w, s); };
   auto compute = [&](int cp, const uint4 (&w)[RT][2], const std::uint32_t (&s)[RT]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -754,17 +764,8 @@ __device__ __forceinline__ void rp_accumulate(const std::uint8_t* const (&wt)[RT
   if constexpr (EARLY) {
     // Coherent volatile loads (ld_early16/4): ptxas moved the .nc loads of `load` below the
     // wait (SASS: every LDG after ACQBULK), which would have read nothing early.
-    auto load_early = [&](int cp, uint4 (&w)[RT][2], std::uint32_t (&sc)[RT]) {
-      const std::uint32_t wo = static_cast<std::uint32_t>(cp) * 1024u, so = static_cast<std::uint32_t>(cp) * 128u;
-#pragma unroll
-      for (int r = 0; r < RT; ++r) {
-        w[r][0] = ld_early16(wt[r] + wo);
-        w[r][1] = ld_early16(wt[r] + wo + 512);
-        sc[r] = ld_early4(st[r] + so);
-      }
-    };
-    if (c_beg < c_end) load_early(c_beg, wa, sa);
-    if (c_beg + 1 < c_end) load_early(c_beg + 1, wb, sb);
+    if (c_beg < c_end) load_pair(std::true_type{}, c_beg, wa, sa);
+    if (c_beg + 1 < c_end) load_pair(std::true_type{}, c_beg + 1, wb, sb);
     pdl_wait();
 #pragma unroll
     for (int b = 0; b < NB; ++b) asm volatile("" : "+l"(xr[b]));
