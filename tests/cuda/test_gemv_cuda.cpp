@@ -457,7 +457,18 @@ TEST(CudaTuning, AutotuneWritesAUsableTable) {
   o.reps = 3;
   o.rotation_mib = 16;
   o.verbose = false;
+  std::vector<cuda::GemvTableEntry> rejected;
+  o.early_rejected = &rejected;
   const auto t = cuda::gemv_autotune(o);
+  // The early entry of the class is either written or reported as rejected, never both.
+  int early_written = 0;
+  for (const auto& e : t) early_written += e.early;
+  EXPECT_EQ(early_written + static_cast<int>(rejected.size()), 1);
+  for (const auto& e : rejected) {
+    EXPECT_TRUE(e.early);
+    EXPECT_EQ(e.m_max, 8);
+    EXPECT_EQ(e.cls, "exact/1024x4096");
+  }
   int ordinary8 = 0, ordinary16 = 0;
   for (const auto& e : t) {
     EXPECT_EQ(e.cls, "exact/1024x4096");

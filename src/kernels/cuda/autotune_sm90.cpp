@@ -184,6 +184,7 @@ std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
         // An early entry only where that launch is faster than the ordinary entry's by more than
         // the 2% margin; elsewhere an early request falls back to the ordinary entry and launch.
         if (with_early && best_early.us < 0.98 * best.us) table.push_back(best_early);
+        else if (with_early && opts.early_rejected) opts.early_rejected->push_back(best_early);
       }
       for (std::size_t c = 0; c < rpk.size(); ++c) {
         cudaFree(rpk[c]);

@@ -105,6 +105,10 @@ struct TuneOptions {
   // weights_read_early): every tile timed that way too, the fastest written as a "launch":
   // "early" entry.
   bool repacked_early = true;
+  // If set: the best early-launch entry of every class where none was written (the back-to-back
+  // verdict was "not 2% faster"), for a caller that judges them another way (`nvfp4 tune`
+  // checks them in a model's decode replay).
+  std::vector<GemvTableEntry>* early_rejected = nullptr;
   int reps = 30;                     // timed launches per candidate (median)
   // Distinct weight copies rotated through per class, in MiB: > 3x the 60 MB L2 so every launch
   // streams from HBM. Tests lower it (the tables they get are not meant to be fast).
