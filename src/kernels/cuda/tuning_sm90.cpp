@@ -82,11 +82,12 @@ const GemvTableEntry kBuiltin[] = {
     {90, "n_mid/k_mid", {16, 16, 2}, 17.85, GemvLayout::kRepacked, 8, true},       // 28672 x 4096 [18.56 plain]
     {90, "n_large/k_small", {16, 16, 1}, 19.83, GemvLayout::kRepacked, 8, true},   // 131072 x 1024 [21.05]
     {90, "n_large/k_mid", {16, 4, 2}, 55.12, GemvLayout::kRepacked, 8, true},      // 151936 x 2560 [56.69]
-    // Not from the tuner: back to back with itself the early launch measured 6.5% slower here
-    // (4.57 against 4.29 us), but inside the Llama-3-8B decode sequence, where other shapes
-    // precede it, this entry took the decode gain of the early launch from -1.60% to -3.79%
-    // (`nvfp4 compare`, same H200, 22:50 UTC; bench/results/compare-2026-11-30-h200-early-table-*).
-    // Re-checked after the epilogue change (06c9cf0): without it the decode is 2.43% slower.
+    // Back to back with itself the early launch measured 6.5% slower here (4.57 against 4.29
+    // us), but inside the Llama-3-8B decode sequence, where other shapes precede it, this entry
+    // took the decode gain of the early launch from -1.60% to -3.79% (`nvfp4 compare`, same H200,
+    // 22:50 UTC; bench/results/compare-2026-11-30-h200-early-table-*); without it the decode is
+    // 2.43% slower (06c9cf0). `nvfp4 tune`'s decode check writes the same entry (566d8ea, 8-layer
+    // decode 428.1 -> 420.4 us; bench/results/device-2026-11-30-h200-tune-decode-check-566d8ea.log).
     {90, "n_small/k_mid", {16, 16, 16}, 4.57, GemvLayout::kRepacked, 8, true},     // 4096 x 4096 [4.29]
     // M = 9..16 per launch (the NB = 2 kernel): `nvfp4 tune --layout repacked` on an H200,
     // 2026-11-30 16:45 UTC, after rp<1,2> went to two buffers / 64 registers (M=16 bf16, rotated
