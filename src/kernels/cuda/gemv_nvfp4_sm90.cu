@@ -769,16 +769,6 @@ __device__ __forceinline__ void rp_accumulate(const std::uint8_t* const (&wt)[RT
     pdl_wait();
 #pragma unroll
     for (int b = 0; b < NB; ++b) asm volatile("" : "+l"(xr[b]));
-    // The weights of the first two pairs are (being) loaded, and ptxas issues pair c_beg's
-    // activation loads right after the wait (SASS); pair c_beg + 1's would wait behind that
-    // pair's compute. Ask L1 for its two activation lines now, so the round trips overlap.
-    if (c_beg + 1 < c_end)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int b = 0; b < NB; ++b)
-          asm volatile("prefetch.global.L1 [%0];" ::"l"(reinterpret_cast<const uint4*>(xr[b]) +
-                                                        static_cast<std::uint32_t>(c_beg + 1) * 16u + 8 * h));
   }
   for (int cp = c_beg; cp < c_end; cp += 2) {
     if ((!EARLY || cp != c_beg) && cp + 1 < c_end) load(cp + 1, wb, sb);  // warp-uniform
