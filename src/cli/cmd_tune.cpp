@@ -4,7 +4,6 @@
 // the command exists and says so.
 #include <CLI/CLI.hpp>
 
-#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -63,9 +62,23 @@ void check_early_in_decode(std::vector<cuda::GemvTableEntry>& table, const std::
   std::set<std::string> used;  // the repacked classes the decode's M = 1 linears resolve to
   for (const auto& l : replay_linears(o))
     if (const auto* e = cuda::gemv_find_entry(table, cc, l.n, l.k, cuda::GemvLayout::kRepacked, 1, false)) used.insert(e->cls);
-  char dir[] = "/tmp/nvfp4-tune-XXXXXX";
-  if (!mkdtemp(dir)) fail("tune", "cannot create a temporary directory for the decode check");
-  const std::string fa = std::string(dir) + "/a.json", fb = std::string(dir) + "/b.json";
+  // The two tables the child processes read; removed however the check ends.
+  struct TempDir {
+    char path[32] = "/tmp/nvfp4-tune-XXXXXX";
+    std::string a, b;
+    TempDir() {
+      if (!mkdtemp(path)) fail("tune", "cannot create a temporary directory for the decode check");
+      a = std::string(path) + "/a.json";
+      b = std::string(path) + "/b.json";
+    }
+    ~TempDir() {
+      std::remove(a.c_str());
+      std::remove(b.c_str());
+      rmdir(path);
+    }
+  } tmp;
+  const std::string& fa = tmp.a;
+  const std::string& fb = tmp.b;
   const std::vector<std::string> wl = w.forward_args();
   for (const auto& cand : rejected) {
     if (used.count(cand.cls) == 0) continue;
@@ -87,9 +100,6 @@ void check_early_in_decode(std::vector<cuda::GemvTableEntry>& table, const std::
     std::fflush(stdout);
     if (keep) table = with;
   }
-  std::remove(fa.c_str());
-  std::remove(fb.c_str());
-  rmdir(dir);
 }
 
 void run_tune(const TuneArgs& a) {
@@ -127,8 +137,11 @@ void run_tune(const TuneArgs& a) {
   const bool repacked = layout == "repacked" || layout == "both";
   if (repacked && a.decode_model != "none" && !rejected.empty()) check_early_in_decode(table, rejected, a);
   const std::string json = cuda::gemv_table_to_json(
-      table, "written by nvfp4 tune (M=1 bf16, weights rotated through >= 256 MiB, CUDA graph, median); "
-             "changes speed only");
+      table, "written by nvfp4 tune (M=1 bf16, weights rotated through >= 256 MiB, CUDA graph, median" +
+                 (repacked && a.decode_model != "none"
+                      ? "; early entries rejected back to back were A/B'd in the " + a.decode_model + " decode replay"
+                      : std::string()) +
+                 "); changes speed only");
   if (a.out.empty()) {
     std::fputs(json.c_str(), stdout);
     return;
