@@ -383,12 +383,13 @@ std::vector<Row> run_cuda(const Options& opts) {
       // decode engine with fixed weights makes.
       cuda::RepackedMatmulOptions early;
       early.weights_read_early = true;
-      const std::int64_t vrows_all = s.m * (dt == DType::kF32 ? 3 : (dt == DType::kF16 ? 2 : 1));
+      const std::int64_t pieces = dt == DType::kF32 ? 3 : (dt == DType::kF16 ? 2 : 1);  // bf16 pieces per row
+      const std::int64_t vrows_all = s.m * pieces;
       if (vrows_all == 1) repacked_row("nvfp4_repacked_early", nullptr, early);
       if (!tuned.empty()) {
         // The tile of another table (NVFP4_BENCH_TUNED=FILE, e.g. a fresh `nvfp4 tune`) on the
         // same repacked weights and rotation, same run.
-        const std::int64_t vrows = std::min<std::int64_t>(s.m, 16) * (dt == DType::kF32 ? 3 : (dt == DType::kF16 ? 2 : 1));
+        const std::int64_t vrows = std::min<std::int64_t>(s.m, 16) * pieces;
         const cuda::GemvTableEntry* e =
             cuda::gemv_find_entry(tuned, cuda::device_cc(), s.n, s.k, cuda::GemvLayout::kRepacked, std::min<std::int64_t>(vrows, 16));
         const cuda::GemvTile tile =

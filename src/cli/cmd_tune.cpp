@@ -80,11 +80,11 @@ void check_early_in_decode(std::vector<cuda::GemvTableEntry>& table, const std::
   const std::string& fa = tmp.a;
   const std::string& fb = tmp.b;
   const std::vector<std::string> wl = w.forward_args();
+  write_table(fa, table, "decode check: A");
   for (const auto& cand : rejected) {
     if (used.count(cand.cls) == 0) continue;
     auto with = table;
     with.push_back(cand);
-    write_table(fa, table, "decode check: A");
     write_table(fb, with, "decode check: B");
     std::printf("decode check (%s, %d layers): early entry for %s (cols/warp=%d warps=%d k_split=%d) ...\n",
                 a.decode_model.c_str(), a.decode_layers, cand.cls.c_str(), cand.tile.cols_per_warp,
@@ -98,7 +98,10 @@ void check_early_in_decode(std::vector<cuda::GemvTableEntry>& table, const std::
     std::printf("  decode %.1f -> %.1f us per token, B/A %.4f [%.4f, %.4f]: %s, %s\n", st.median_a, st.median_b, st.ratio,
                 st.ci_low, st.ci_high, verdict_text(st.verdict), keep ? "early entry written" : "no early entry");
     std::fflush(stdout);
-    if (keep) table = with;
+    if (keep) {
+      table = with;
+      write_table(fa, table, "decode check: A");
+    }
   }
 }
 

@@ -168,46 +168,37 @@ __device__ __forceinline__ WarpSlot<I> warp_slot(int k_split, I steps) {
 // fixed-order sum over the K split and over the `pieces` exact bf16 pieces of fp32/fp16
 // activations, times 2^7 (the decode's exponent offset, docs/perf-cuda.md 2) and the tensor
 // scale, rounded once to the output dtype. Fixed order: results do not depend on timing.
+// kFast (the M <= 8 rp and wa kernels, where small grids spend a visible part of their time
+// here): per_blk is a power of two for every tile the tuner writes (warps and k_split are), so a
+// shift replaces an integer division's ~20 instructions, and the slices' shared loads are
+// unrolled so several are in flight, the adds in the same order (bit-identical). Not used at
+// M = 9..16: there it pushed rp<2,2> to 128 registers with spills in the main loop.
 template <int C, bool kFast = false>
 __device__ __forceinline__ void sum_partials_and_store(const float* red, const GemvArgs& p, int k_split, int groups) {
   const int vr_total = p.pieces * p.m_rows;
   const int per_blk = groups * C;
   const DType yt = static_cast<DType>(p.y_dtype);
-  if constexpr (kFast) {
-    // The epilogue of the M <= 8 rp kernels, where small grids spend a visible part of their
-    // time here. per_blk is a power of two for every tile the tuner writes (warps and k_split
-    // are): a shift instead of an integer division's ~20 instructions; and the slices' shared
-    // loads unrolled so several are in flight, the adds in the same order (bit-identical to the
-    // plain loop below). Not used at M = 9..16: there it pushed rp<2,2> to 128 registers with
-    // spills in the main loop.
-    const bool pow2 = (per_blk & (per_blk - 1)) == 0;
-    const int sh = __ffs(per_blk) - 1;
-    const std::size_t s_stride = static_cast<std::size_t>(vr_total) * C;
-    for (int o = threadIdx.x; o < p.m_rows * per_blk; o += blockDim.x) {
-      const int m = pow2 ? o >> sh : o / per_blk, c = pow2 ? o & (per_blk - 1) : o % per_blk;
-      const int gr = c / C, cc = c % C;
-      const std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * per_blk + c;
-      if (n >= p.n) continue;
-      float sum = 0.0f;
+  const bool pow2 = kFast && (per_blk & (per_blk - 1)) == 0;
+  const int sh = __ffs(per_blk) - 1;
+  for (int o = threadIdx.x; o < p.m_rows * per_blk; o += blockDim.x) {
+    const int m = pow2 ? o >> sh : o / per_blk, c = pow2 ? o & (per_blk - 1) : o % per_blk;
+    const int gr = c / C, cc = c % C;
+    const std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * per_blk + c;
+    if (n >= p.n) continue;
+    float sum = 0.0f;
+    if constexpr (kFast) {
+      const std::size_t s_stride = static_cast<std::size_t>(vr_total) * C;
       for (int pc = 0; pc < p.pieces; ++pc) {
         const float* r = red + (static_cast<std::size_t>(gr * k_split) * vr_total + pc * p.m_rows + m) * C + cc;
 #pragma unroll 4
         for (int s = 0; s < k_split; ++s) sum += r[s * s_stride];
       }
-      store_from_f32(p.y, yt, m * p.y_stride + n, (sum * 128.0f) * p.tensor_scale);
-    }
-  } else {
-    for (int o = threadIdx.x; o < p.m_rows * per_blk; o += blockDim.x) {
-      const int m = o / per_blk, c = o % per_blk;
-      const int gr = c / C, cc = c % C;
-      const std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * per_blk + c;
-      if (n >= p.n) continue;
-      float sum = 0.0f;
+    } else {
       for (int pc = 0; pc < p.pieces; ++pc)
         for (int s = 0; s < k_split; ++s)
           sum += red[(static_cast<std::size_t>(gr * k_split + s) * vr_total + pc * p.m_rows + m) * C + cc];
-      store_from_f32(p.y, yt, m * p.y_stride + n, (sum * 128.0f) * p.tensor_scale);
     }
+    store_from_f32(p.y, yt, m * p.y_stride + n, (sum * 128.0f) * p.tensor_scale);
   }
 }
 
@@ -760,8 +751,9 @@ __device__ __forceinline__ void rp_accumulate(const std::uint8_t* const (&wt)[RT
   };
   uint4 wa[RT][2], wb[RT][2];
   std::uint32_t sa[RT], sb[RT];
-  if (!EARLY && c_beg < c_end) load(c_beg, wa, sa);
-  if constexpr (EARLY) {
+  if constexpr (!EARLY) {
+    if (c_beg < c_end) load(c_beg, wa, sa);
+  } else {
     // Coherent volatile loads (ld_early16/4): ptxas moved the .nc loads of `load` below the
     // wait (SASS: every LDG after ACQBULK), which would have read nothing early.
     if (c_beg < c_end) load_pair(std::true_type{}, c_beg, wa, sa);
@@ -878,11 +870,11 @@ __global__ void __launch_bounds__(512) gemv_nvfp4_rp_kernel(GemvArgs p, int k_sp
 
   // Overlapped launch (PDL): this grid may already be resident while the previous kernel on the
   // stream finishes; let the next one be scheduled the same way, then wait until the previous
-  // one has completed and its writes are visible, before any global read. Loading the first
-  // weights before the wait measured no faster (Llama-3-8B decode, docs/perf-cuda.md 14) and
-  // would race with a kernel that writes them, so nothing is read early. The weight loads are
-  // asm without a memory operand: their bases pass through a volatile asm after the wait
-  // (volatile asm statements keep their order), so no load can be hoisted above it.
+  // one has completed and its writes are visible. By default nothing is read before the wait
+  // (exact after any kernel, including one that writes these weights): the weight loads are asm
+  // without a memory operand, and their bases pass through a volatile asm after the wait
+  // (volatile asm statements keep their order), so no load can be hoisted above it. EARLY
+  // (weights_read_early) loads the first weights before the wait instead, in rp_accumulate.
   const std::uint8_t* packed = p.packed;
   const std::uint8_t* scales = p.scales;
   pdl_launch_dependents();
