@@ -31,6 +31,9 @@ struct ReplayOptions {
   ModelSpec model;
   ReplayMode mode = ReplayMode::kDecode;
   std::int64_t prompt = 128;       // prefill: tokens in the prompt (M of every layer but lm_head)
+  // decode: sequences decoded together, one token each (M of every layer, lm_head included):
+  // batched decode, where an engine serves several requests per step.
+  std::int64_t batch = 1;
   LinearPlan plan;                 // layers, lm_head, fuse, extra_work (layers = 0 means all)
   // Shape workloads (`--shape` on compare): when non-empty these linears replace the model's
   // (each with its own M), and nothing is scaled.
@@ -84,7 +87,7 @@ struct ReplayVariant {
 struct ReplayResult {
   ReplayOptions options;
   std::vector<Linear> linears;
-  std::int64_t tokens = 1;       // 1 (decode) or P (prefill)
+  std::int64_t tokens = 1;       // batch B (decode) or P (prefill)
   bool scaled = false;           // layers replayed < model layers
   double ceiling_gbps = 0;       // measured in this run
   std::string ceiling_source;
@@ -115,7 +118,8 @@ std::vector<Linear> replay_linears(const ReplayOptions& o);
 // more than min_bytes of NVFP4 weights (cold caches by rotation), in the order given.
 std::vector<Linear> shape_linears(const std::vector<std::int64_t>& mnk_triples, double min_bytes);
 
-// The M of each linear: 1 in decode; P in prefill except lm_head (logits of the last token only).
+// The M of each linear: the batch B in decode (1 by default); P in prefill except lm_head (logits
+// of the last token only).
 std::int64_t linear_m(const ReplayOptions& o, const Linear& l);
 void fill_traffic(const ReplayOptions& o, const std::vector<Linear>& ls, bool dense, ReplayVariant& v);
 

@@ -19,7 +19,8 @@ const char* replay_mode_name(ReplayMode m) { return m == ReplayMode::kDecode ? "
 
 std::int64_t linear_m(const ReplayOptions& o, const Linear& l) {
   if (l.m > 0) return l.m;
-  if (o.mode == ReplayMode::kDecode || l.name == "lm_head") return 1;
+  if (o.mode == ReplayMode::kDecode) return o.batch;
+  if (l.name == "lm_head") return 1;
   return o.prompt;
 }
 
@@ -102,7 +103,7 @@ void check_replay_fits(const ReplayOptions& o, const std::vector<Linear>& ls, do
   fail("bench", fmt::format("replay of {} ({} of {} layers, {}, M={}) needs {} for the {} weights but only {} is "
                             "available on {}: {}",
                             o.model.name, o.plan.layers, o.model.layers, replay_mode_name(o.mode),
-                            o.mode == ReplayMode::kDecode ? 1 : o.prompt, human_bytes(need), what,
+                            o.mode == ReplayMode::kDecode ? o.batch : o.prompt, human_bytes(need), what,
                             human_bytes(available), where, hint));
 }
 
@@ -139,10 +140,11 @@ ReplayResult run_replay(ReplayOptions o) {
   if (o.plan.layers <= 0) o.plan.layers = o.model.layers;
   if (!o.custom_linears.empty()) o.plan.layers = o.model.layers;  // shapes: nothing to scale
   if (o.mode == ReplayMode::kPrefill && o.prompt < 1) fail("bench", fmt::format("prompt length P={} must be >= 1", o.prompt));
+  if (o.batch < 1 || o.batch > 4096) fail("bench", fmt::format("decode batch B={} must be in [1, 4096]", o.batch));
   if (o.backend != "cpu" && o.backend != "cuda") fail("bench", "replay backend '" + o.backend + "' (expected cpu or cuda)");
   ReplayResult r;
   r.linears = replay_linears(o);
-  r.tokens = o.mode == ReplayMode::kDecode ? 1 : o.prompt;
+  r.tokens = o.mode == ReplayMode::kDecode ? o.batch : o.prompt;
   r.scaled = o.plan.layers < o.model.layers;
   // Fits check first: nothing is allocated before it.
   if (o.backend == "cpu") {

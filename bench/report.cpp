@@ -82,6 +82,7 @@ nlohmann::json to_json(const ReplayResult& r) {
                    {"mode", replay_mode_name(o.mode)},
                    {"tokens", r.tokens},
                    {"prompt", o.mode == ReplayMode::kPrefill ? nlohmann::json(o.prompt) : nlohmann::json()},
+                   {"batch", o.mode == ReplayMode::kDecode ? nlohmann::json(o.batch) : nlohmann::json()},
                    {"layers_replayed", o.custom_linears.empty() ? o.plan.layers : 0},
                    {"layers_total", o.custom_linears.empty() ? m.layers : 0},
                    {"scaled", r.scaled},

@@ -21,6 +21,7 @@ struct WorkloadArgs {
   std::int64_t layers = 0;       // 0 = the default (all, or the CPU main job's count)
   std::string mode;              // decode | prefill | both ("" = both for bench, decode for compare)
   std::int64_t prompt = 0;       // 0 = default (cpu 32, cuda 2048)
+  std::int64_t batch = 1;        // decode: sequences per step
   std::string backend = "auto";
   std::string dtype = "bf16";
   bool no_lm_head = false;
@@ -39,6 +40,8 @@ struct WorkloadArgs {
                                       "to the whole model (default: all; 4 in the cpu main job)");
     c->add_option("--mode", mode, "decode, prefill or both")->check(CLI::IsMember({"decode", "prefill", "both"}));
     c->add_option("--prompt,-p", prompt, "prefill prompt length P (default 32 on cpu, 2048 on cuda)");
+    c->add_option("--batch,-b", batch, "decode: B sequences per step, one token each (every linear at M = B; "
+                                       "default 1)");
     c->add_option("--backend", backend, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
     c->add_option("--dtype", dtype, "activation dtype of the NVFP4 layers: bf16, f16, f32");
     c->add_flag("--no-lm-head", no_lm_head, "leave lm_head out of the replay");
@@ -75,6 +78,7 @@ struct WorkloadArgs {
     o.model = load_model(model.empty() ? (cpu ? "qwen3-4b" : "llama-3-8b") : model);
     o.mode = m;
     o.prompt = prompt > 0 ? prompt : (cpu ? 32 : 2048);
+    o.batch = batch;
     o.plan.layers = layers > 0 ? layers : (is_main_job_cpu() ? 4 : 0);
     if (o.plan.layers > o.model.layers)
       fail("bench", fmt::format("--layers {} but {} has {} layers", o.plan.layers, o.model.name, o.model.layers));
@@ -87,6 +91,7 @@ struct WorkloadArgs {
     o.dtype = dtype_from_name(dtype);
     o.seed = seed;
     if (!shapes.empty()) {
+      if (batch != 1) fail("bench", "--batch applies to model replays; a --shape carries its own M");
       std::vector<std::int64_t> t;
       for (const auto& s : shapes) {
         long long m_ = 0, n_ = 0, k_ = 0;
@@ -112,6 +117,7 @@ struct WorkloadArgs {
     if (layers > 0) a.insert(a.end(), {"--layers", std::to_string(layers)});
     if (!mode.empty()) a.insert(a.end(), {"--mode", mode});
     if (prompt > 0) a.insert(a.end(), {"--prompt", std::to_string(prompt)});
+    if (batch != 1) a.insert(a.end(), {"--batch", std::to_string(batch)});
     a.insert(a.end(), {"--backend", resolved_backend(), "--dtype", dtype, "--seed", std::to_string(seed)});
     if (no_lm_head) a.push_back("--no-lm-head");
     if (fuse) a.push_back("--fuse");

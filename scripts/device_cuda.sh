@@ -159,6 +159,11 @@ if want replay; then
     "$CLI" compare --a "self --no-early-weights" --b self --mode decode --rounds 12 --json "$OUT/compare_early.json" || STATUS=1
     "$CLI" compare --a "self --fuse --no-early-weights" --b "self --fuse" --mode decode --rounds 12 \
       --json "$OUT/compare_early_fused.json" || STATUS=1
+    say "batched decode: B sequences per step (every linear at M = B), NVFP4 vs cuBLAS bf16"
+    for b in 4 8 16; do "$CLI" bench --mode decode --batch "$b" --json "$OUT/replay_decode_b$b.json" || STATUS=1; done
+    say "A/B on the GPU: batched decode (B = 4), weights read after the PDL wait (A) and before it where tuned (B)"
+    "$CLI" compare --a "self --batch 4 --no-early-weights" --b "self --batch 4" --mode decode --rounds 12 \
+      --json "$OUT/compare_early_b4.json" || STATUS=1
   else
     echo "no nvfp4 CLI at $CLI: replay skipped"; STATUS=1
   fi

@@ -52,12 +52,12 @@ struct RepackedMatmulOptions {
   // table measured it no slower (its "overlap" flag: a many-block grid such as 28672 x 4096 was
   // 7-11% slower); elsewhere, and with false, the call launches plainly.
   bool overlapped_launch = true;
-  // With the overlapped launch, bf16 M = 1: each warp loads its first two chunk pairs of weights
-  // *before* waiting for the previous kernel, so a GEMV whose blocks are resident early streams
-  // its weights while that kernel finishes. Honoured where the tuning table has an entry tuned
-  // for it (on H200, commit 06c9cf0: 4096 x 14336 9.90 -> 9.12 us, 4096 x 512 2.34 -> 1.75 us,
-  // Llama-3-8B decode -7.1%; no faster at 16384^2 or at M = 4..8, so not used there;
-  // docs/perf-cuda.md 18). Only for
+  // With the overlapped launch, up to 8 bf16 rows (4 fp16, 2 fp32) per launch: each warp loads
+  // its first two chunk pairs of weights *before* waiting for the previous kernel, so a GEMV whose
+  // blocks are resident early streams its weights while that kernel finishes. Honoured where the
+  // tuning table has an entry tuned for it (on H200, commit 06c9cf0: 4096 x 14336 9.90 -> 9.12 us,
+  // 4096 x 512 2.34 -> 1.75 us, Llama-3-8B decode -7.1%, batched decode of 2-8 sequences ~-5%;
+  // not at 16384^2; docs/perf-cuda.md 18-19). Only for
   // weights that no kernel still running on `stream` writes (a model's fixed weights); never
   // right after a repack into the same buffer. Activations are still read, and the output
   // written, only after the wait. Off by default because the API cannot check that promise.

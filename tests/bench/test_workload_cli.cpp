@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bench/workload_cli.h"
+#include "nvfp4/error.h"
 
 namespace nvfp4::bench {
 namespace {
@@ -43,6 +44,35 @@ TEST(WorkloadCli, EarlyWeightsDefaultOnAndForwarded) {
   const WorkloadArgs back = parse(fwd);
   EXPECT_FALSE(back.options(ReplayMode::kDecode).early_weights);
   EXPECT_TRUE(back.options(ReplayMode::kDecode).plain_launch);
+}
+
+// Batched decode: every linear (lm_head included) at M = B, B tokens per replay; prefill keeps
+// M = P (lm_head 1); the flag is forwarded; a shape workload, which carries its own M, refuses it.
+TEST(WorkloadCli, DecodeBatchSetsEveryLinearsM) {
+  const WorkloadArgs w = parse({"--backend", "cpu", "--model", "llama-3-8b", "--batch", "6"});
+  const ReplayOptions d = w.options(ReplayMode::kDecode);
+  EXPECT_EQ(d.batch, 6);
+  const auto ls = replay_linears(d);
+  ASSERT_FALSE(ls.empty());
+  for (const auto& l : ls) EXPECT_EQ(linear_m(d, l), 6) << l.name;
+  EXPECT_EQ(ls.back().name, "lm_head");
+  const ReplayOptions pf = w.options(ReplayMode::kPrefill);
+  EXPECT_EQ(linear_m(pf, ls.front()), pf.prompt);
+  EXPECT_EQ(linear_m(pf, ls.back()), 1);
+  const auto fwd = w.forward_args();
+  const auto it = std::find(fwd.begin(), fwd.end(), "--batch");
+  ASSERT_NE(it, fwd.end());
+  EXPECT_EQ(*(it + 1), "6");
+  EXPECT_EQ(parse(fwd).options(ReplayMode::kDecode).batch, 6);
+  EXPECT_FALSE(has(parse({"--backend", "cpu"}).forward_args(), "--batch"));  // the default is not forwarded
+  WorkloadArgs shapes = parse({"--backend", "cpu", "--batch", "2"});
+  shapes.shapes = {"1,256,256"};  // `--shape`, which bench and compare add themselves
+  EXPECT_THROW(shapes.options(ReplayMode::kDecode), Error);
+  ReplayOptions bad = d;
+  bad.batch = 0;
+  bad.nvfp4 = false;
+  bad.dense = false;
+  EXPECT_THROW(run_replay(bad), Error);
 }
 
 }  // namespace

@@ -903,7 +903,8 @@ TEST(CudaRepack, Fp16AndFp32Activations) {
 // scheduled early and waits (griddepcontrol.wait) before it reads anything; the results must be
 // bit-identical to the same chain launched plainly, in a plain stream and inside a captured CUDA
 // graph. A large first GEMV gives the second many microseconds of overlap in which a missing
-// wait would read stale x.
+// wait would read stale x. At M = 1 and M = 4 (batched decode; the early-weights launch serves
+// up to 8 virtual rows).
 TEST(CudaRepack, ProgrammaticDependentLaunchChainIsExact) {
   REQUIRE_GPU();
   const std::uint64_t seed = 90210;
@@ -916,27 +917,28 @@ TEST(CudaRepack, ProgrammaticDependentLaunchChainIsExact) {
     dws.push_back(std::make_unique<DevWeight>(qws.back()));
   }
   std::vector<void*> act(dims.size());
-  for (std::size_t i = 0; i < dims.size(); ++i) ASSERT_EQ(cudaMalloc(&act[i], dims[i] * 2), cudaSuccess);
-  const Tensor x0 = random_x(DType::kBF16, 1, dims[0], seed);
+  constexpr std::int64_t kMaxM = 4;
+  for (std::size_t i = 0; i < dims.size(); ++i) ASSERT_EQ(cudaMalloc(&act[i], kMaxM * dims[i] * 2), cudaSuccess);
+  const Tensor x0 = random_x(DType::kBF16, kMaxM, dims[0], seed);
   cudaStream_t st;
   ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
   // launch: 0 plain, 1 overlapped, 2 overlapped with the weights read before the wait
   // (weights_read_early; the chain never writes its weights).
-  auto chain = [&](int launch, const cuda::GemvTile* tile) {
+  auto chain = [&](int launch, const cuda::GemvTile* tile, std::int64_t m) {
     cuda::RepackedMatmulOptions o;
     o.overlapped_launch = launch > 0;
     o.weights_read_early = launch == 2;
     for (std::size_t i = 0; i + 1 < dims.size(); ++i)
-      cuda::quantized_matmul_repacked_tile(MatrixView{act[i], DType::kBF16, 1, dims[i], dims[i]}, dws[i]->view(),
-                                           MatrixView{act[i + 1], DType::kBF16, 1, dims[i + 1], dims[i + 1]}, st,
+      cuda::quantized_matmul_repacked_tile(MatrixView{act[i], DType::kBF16, m, dims[i], dims[i]}, dws[i]->view(),
+                                           MatrixView{act[i + 1], DType::kBF16, m, dims[i + 1], dims[i + 1]}, st,
                                            tile, nullptr, o);
   };
-  auto run = [&](int launch, bool graph, const cuda::GemvTile* tile = nullptr) {
-    cudaMemcpy(act[0], x0.data(), dims[0] * 2, cudaMemcpyHostToDevice);
-    for (std::size_t i = 1; i < dims.size(); ++i) cudaMemset(act[i], 0xFF, dims[i] * 2);  // NaN
+  auto run = [&](int launch, bool graph, const cuda::GemvTile* tile = nullptr, std::int64_t m = 1) {
+    cudaMemcpy(act[0], x0.data(), m * dims[0] * 2, cudaMemcpyHostToDevice);
+    for (std::size_t i = 1; i < dims.size(); ++i) cudaMemset(act[i], 0xFF, kMaxM * dims[i] * 2);  // NaN
     cudaDeviceSynchronize();
-    run_direct_or_in_graph(st, graph, [&] { chain(launch, tile); });
-    std::vector<std::uint16_t> out(dims.back());
+    run_direct_or_in_graph(st, graph, [&] { chain(launch, tile, m); });
+    std::vector<std::uint16_t> out(m * dims.back());
     cudaMemcpy(out.data(), act.back(), out.size() * 2, cudaMemcpyDeviceToHost);
     return out;
   };
@@ -969,6 +971,13 @@ TEST(CudaRepack, ProgrammaticDependentLaunchChainIsExact) {
       for (int rep = 0; rep < 10; ++rep)
         ASSERT_TRUE(run(launch, graph) == want)
             << "PDL chain differs from the plain chain (launch " << launch << ", graph " << graph << ", rep " << rep << ")";
+  const std::vector<std::uint16_t> want4 = run(0, false, nullptr, kMaxM);
+  for (int j = 0; j < dims.back(); ++j) ASSERT_EQ(want4[j], want[j]) << "row 0 of the M = 4 chain, output " << j;
+  for (int launch : {1, 2})
+    for (bool graph : {false, true})
+      for (int rep = 0; rep < 5; ++rep)
+        ASSERT_TRUE(run(launch, graph, nullptr, kMaxM) == want4)
+            << "M = 4: PDL chain differs from the plain chain (launch " << launch << ", graph " << graph << ", rep " << rep << ")";
   // Tiles that leave room on the SMs, so the next GEMV's blocks are resident (and, with early
   // weights, loading) while the previous one runs: each against the plain chain of the same tile
   // (the K split sets the summation order).

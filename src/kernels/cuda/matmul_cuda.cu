@@ -288,10 +288,12 @@ void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightVie
     // The table has separate repacked tiles for <= 8 and 9..16 virtual rows per launch (two
     // kernel instantiations): looked up per launch.
     const std::int64_t vrows = std::int64_t{la.pieces} * la.m_rows;
-    // The early-weights launch at one virtual row only (bf16 M = 1, what its entries were tuned
-    // at): at M = 4 and 8 it measured 3-5% slower than the ordinary launch (4096 x 14336, 16384^2;
-    // bench/results/cuda-2026-11-30-h200-bench-9905bfc.json).
-    const bool early = la.pdl && la.early_weights && vrows == 1;
+    // The early-weights launch at <= 8 virtual rows (the M <= 8 kernel; its entries are tuned at
+    // M = 1). Back to back with itself it measured 3-5% slower at M = 4 and 8 (4096 x 14336, 16384^2;
+    // bench/results/cuda-2026-11-30-h200-bench-9905bfc.json), but in the batched decode that
+    // launch serves it is faster: Llama-3-8B at B = 2 / 4 / 8 sequences -5.45% / -4.93% / -4.71%
+    // per step (`nvfp4 compare --batch B`, H200, 2026-12-01 00:02 UTC; docs/perf-cuda.md 19).
+    const bool early = la.pdl && la.early_weights && vrows <= 8;
     const GemvTile tile = tile_in ? *tile_in : gemv_lookup_tile(cc, w.n, w.k, GemvLayout::kRepacked, vrows, early);
     if (name.empty()) name = gemv_nvfp4_sm90_repacked_name(la, tile);
     GemvArgs l2 = la;

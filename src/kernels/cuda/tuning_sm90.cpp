@@ -64,8 +64,8 @@ const GemvTableEntry kBuiltin[] = {
     {90, "exact/6144x4096", no_overlap({16, 8, 8}), 6.92, GemvLayout::kRepacked, 8},     // fused qkv
     {90, "exact/14336x4096", no_overlap({16, 4, 4}), 11.89, GemvLayout::kRepacked, 8},   // gate / up
     {90, "exact/128256x4096", {16, 4, 2}, 77.75, GemvLayout::kRepacked, 8},  // lm_head
-    // Early-weights launch (RepackedMatmulOptions::weights_read_early, used at bf16 M = 1; keyed
-    // m_max 8 like the kernel they run): `nvfp4 tune
+    // Early-weights launch (RepackedMatmulOptions::weights_read_early, used at <= 8 virtual rows;
+    // keyed m_max 8 like the kernel they run, tuned at M = 1): `nvfp4 tune
     // --layout repacked` on an H200, 2026-11-30 22:40 UTC, commit 9905bfc (M=1 bf16, rotated
     // weights, graph medians, us; bench/results/cuda-2026-11-30-h200-tuning-early-9905bfc.json).
     // Only the classes where that launch beat the ordinary entry by more than 2% (in brackets the

@@ -64,7 +64,7 @@ bool gemv_tile_valid(const GemvTile& t);
 // The tile for compute capability `cc` (e.g. 90), this shape and weight layout.
 // m: rows of the call (M > 16 runs in launches of 16: the m_max 16 entry).
 // early: the repacked kernel launched with weights read before the PDL wait
-// (RepackedMatmulOptions::weights_read_early; the API asks at bf16 M = 1 only): an entry tuned
+// (RepackedMatmulOptions::weights_read_early; the API asks at <= 8 virtual rows): an entry tuned
 // for that launch if there is one (its tile has early_ok), else the ordinary entry.
 GemvTile gemv_lookup_tile(int cc, std::int64_t n, std::int64_t k, GemvLayout layout = GemvLayout::kCanonical,
                           std::int64_t m = 1, bool early = false);
