@@ -378,14 +378,14 @@ std::vector<Row> run_cuda(const Options& opts) {
       plain.overlapped_launch = false;
       repacked_row("nvfp4_repacked_plain", nullptr, plain);
       // Weights read before the PDL wait (RepackedMatmulOptions::weights_read_early; the rotated
-      // weights here are never written, which that option requires). The API honours it at one
-      // virtual row (bf16 M = 1) where the table has an early entry: the row is the call a
+      // weights here are never written, which that option requires). The API honours it at <= 8
+      // virtual rows (bf16 M <= 8) where the table has an early entry: the row is the call a
       // decode engine with fixed weights makes.
       cuda::RepackedMatmulOptions early;
       early.weights_read_early = true;
       const std::int64_t pieces = dt == DType::kF32 ? 3 : (dt == DType::kF16 ? 2 : 1);  // bf16 pieces per row
       const std::int64_t vrows_all = s.m * pieces;
-      if (vrows_all == 1) repacked_row("nvfp4_repacked_early", nullptr, early);
+      if (vrows_all <= 8) repacked_row("nvfp4_repacked_early", nullptr, early);
       if (!tuned.empty()) {
         // The tile of another table (NVFP4_BENCH_TUNED=FILE, e.g. a fresh `nvfp4 tune`) on the
         // same repacked weights and rotation, same run.
@@ -395,7 +395,7 @@ std::vector<Row> run_cuda(const Options& opts) {
         const cuda::GemvTile tile =
             e ? e->tile : cuda::gemv_lookup_tile(cuda::device_cc(), s.n, s.k, cuda::GemvLayout::kRepacked, std::min<std::int64_t>(vrows, 16));
         repacked_row("nvfp4_repacked_tuned", &tile, {});
-        if (vrows_all == 1)
+        if (vrows_all <= 8)
           if (const cuda::GemvTableEntry* ee =
                   cuda::gemv_find_entry(tuned, cuda::device_cc(), s.n, s.k, cuda::GemvLayout::kRepacked, vrows_all, true);
               ee && ee->early)
