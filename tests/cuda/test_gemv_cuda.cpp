@@ -893,6 +893,16 @@ TEST(CudaRepack, Fp16AndFp32Activations) {
         run_repacked(dw, xr, yr, m, nullptr);
         check_against_oracle(MatrixView{xr.data(), dt, m, k, k}, qw, MatrixView{yr.data(), dt, m, n, n},
                              std::string("repacked ") + dtype_name(dt) + " M=" + std::to_string(m));
+        // The early-weights launch (up to 8 virtual rows: fp16 M <= 4, fp32 M <= 2; the pieces are
+        // written by the kernel just before the GEMV, which only its weights may precede) gives
+        // the ordinary launch's bits with the same tile.
+        const cuda::GemvTile tile{16, 4, 4};
+        cuda::RepackedMatmulOptions early;
+        early.weights_read_early = true;
+        Tensor ya = nan_tensor(dt, m, n), yb = nan_tensor(dt, m, n);
+        run_repacked(dw, xr, ya, m, &tile);
+        run_repacked(dw, xr, yb, m, &tile, early);
+        ASSERT_TRUE(ya.bytes == yb.bytes) << dtype_name(dt) << " M=" << m << ": early-weights launch differs";
       }
     }
   }
