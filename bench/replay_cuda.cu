@@ -85,6 +85,16 @@ double checked_err(const std::vector<float>& y, const std::vector<float>& ref, s
   return worst;
 }
 
+
+// The largest M that runs on the repacked weights. The repacked GEMV takes 16 rows per launch
+// and reads the weights once per launch, so its time grows with ceil(M / 16); the canonical path
+// (dense panel + cuBLAS) costs about the same at any small M. Llama-3-8B decode on an H200
+// (2026-12-01 01:06 UTC, ms per step, launches of 16 / panel): B = 24 3.59 / 12.97, 32 4.20 /
+// 12.99, 48 6.26 / 13.13, 64 8.36 / 13.12, 96 12.56 / 13.51, 128 16.71 / 13.58
+// (docs/perf-cuda.md 19.9). So a decode step of up to 96 sequences runs on the repacked weights,
+// as an engine holding both layouts would; prefill only where M <= 16 (lm_head).
+std::int64_t max_repacked_rows(const ReplayOptions& o) { return o.mode == ReplayMode::kDecode ? 96 : 16; }
+
 class CudaReplay final : public ReplayEngine {
  public:
   CudaReplay(const ReplayOptions& o, const std::vector<Linear>& ls, bool dense) : o_(o), ls_(ls), dense_(dense) {
@@ -124,7 +134,7 @@ class CudaReplay final : public ReplayEngine {
         // Decode GEMV on weights repacked once at load (docs/perf-cuda.md 7), as an engine would;
         // the canonical bytes stay for validation and for prefill (the cuBLAS panel path).
         rp_.emplace_back(), rs_.emplace_back();
-        if (!o.canonical_layout && m <= 16 && cuda::repack_for_gemv_sm90_supported(l.n, l.k)) {
+        if (!o.canonical_layout && m <= max_repacked_rows(o) && cuda::repack_for_gemv_sm90_supported(l.n, l.k)) {
           rp_.back() = DevBuf(nk / 2);
           rs_.back() = DevBuf(nk / kBlockSize);
           cuda::repack_for_gemv_sm90(canonical(w_.size() - 1), static_cast<std::uint8_t*>(rp_.back().p),
@@ -150,9 +160,9 @@ class CudaReplay final : public ReplayEngine {
       info_.kernel = repacked == ls.size()
                          ? fmt::format("nvfp4::cuda::quantized_matmul_repacked for all {} linears (repacked at load{}), "
                                        "CUDA graph", ls.size(), o.plain_launch ? ", plain launches" : (o.early_weights ? ", weights read early where tuned" : ""))
-                         : fmt::format("nvfp4::cuda::quantized_matmul_repacked for {} of {} linears (M <= 16, repacked "
+                         : fmt::format("nvfp4::cuda::quantized_matmul_repacked for {} of {} linears (M <= {}, repacked "
                                        "at load{}), quantized_matmul for the rest, CUDA graph",
-                                       repacked, ls.size(), o.plain_launch ? ", plain launches" : (o.early_weights ? ", weights read early where tuned" : ""));
+                                       repacked, ls.size(), max_repacked_rows(o), o.plain_launch ? ", plain launches" : (o.early_weights ? ", weights read early where tuned" : ""));
     size_t free1 = 0;
     ck(cudaMemGetInfo(&free1, &total), "cudaMemGetInfo");
     info_.peak_mem_bytes = static_cast<double>(total - free1);

@@ -69,7 +69,10 @@ struct RepackedMatmulOptions {
 // bf16 rows with x.cols == K and 16-byte aligned rows are read directly (16 rows per launch);
 // fp16/fp32 rows are split exactly into 2/3 bf16 pieces in a stream-ordered workspace first
 // (8/5 rows per launch). Same tolerance as quantized_matmul; one-hot rows recover
-// dequantize_ref exactly.
+// dequantize_ref exactly. Each launch reads all the weights, so the time grows with the number
+// of launches: for prefill-sized M keep the canonical weights and call quantized_matmul
+// (a dense panel + cuBLAS). Measured crossover, Llama-3-8B decode on an H200: about 96 bf16 rows
+// (docs/perf-cuda.md 19.9).
 void quantized_matmul_repacked(const MatrixView& x, const RepackedWeightView& w, const MatrixView& y,
                                void* stream = nullptr, const RepackedMatmulOptions& options = {});
 
