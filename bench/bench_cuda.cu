@@ -389,11 +389,11 @@ std::vector<Row> run_cuda(const Options& opts) {
       if (!tuned.empty()) {
         // The tile of another table (NVFP4_BENCH_TUNED=FILE, e.g. a fresh `nvfp4 tune`) on the
         // same repacked weights and rotation, same run.
-        const std::int64_t vrows = std::min<std::int64_t>(s.m, 16) * pieces;
+        const std::int64_t vrows = std::min<std::int64_t>(vrows_all, 16);  // per launch
         const cuda::GemvTableEntry* e =
-            cuda::gemv_find_entry(tuned, cuda::device_cc(), s.n, s.k, cuda::GemvLayout::kRepacked, std::min<std::int64_t>(vrows, 16));
+            cuda::gemv_find_entry(tuned, cuda::device_cc(), s.n, s.k, cuda::GemvLayout::kRepacked, vrows);
         const cuda::GemvTile tile =
-            e ? e->tile : cuda::gemv_lookup_tile(cuda::device_cc(), s.n, s.k, cuda::GemvLayout::kRepacked, std::min<std::int64_t>(vrows, 16));
+            e ? e->tile : cuda::gemv_lookup_tile(cuda::device_cc(), s.n, s.k, cuda::GemvLayout::kRepacked, vrows);
         repacked_row("nvfp4_repacked_tuned", &tile, {});
         if (vrows_all <= 8)
           if (const cuda::GemvTableEntry* ee =

@@ -85,7 +85,6 @@ double checked_err(const std::vector<float>& y, const std::vector<float>& ref, s
   return worst;
 }
 
-
 // The largest M that runs on the repacked weights. The repacked GEMV takes 16 rows per launch
 // and reads the weights once per launch, so its time grows with ceil(M / 16); the canonical path
 // (dense panel + cuBLAS) costs about the same at any small M. Llama-3-8B decode on an H200
@@ -156,13 +155,15 @@ class CudaReplay final : public ReplayEngine {
       y_.emplace_back(static_cast<std::size_t>(m * l.n * dtype_size(xt)));
     }
     ck(cudaDeviceSynchronize(), "weight generation");
-    if (repacked > 0)
+    if (repacked > 0) {
+      const char* launch = o.plain_launch ? ", plain launches" : (o.early_weights ? ", weights read early where tuned" : "");
       info_.kernel = repacked == ls.size()
                          ? fmt::format("nvfp4::cuda::quantized_matmul_repacked for all {} linears (repacked at load{}), "
-                                       "CUDA graph", ls.size(), o.plain_launch ? ", plain launches" : (o.early_weights ? ", weights read early where tuned" : ""))
+                                       "CUDA graph", ls.size(), launch)
                          : fmt::format("nvfp4::cuda::quantized_matmul_repacked for {} of {} linears (M <= {}, repacked "
                                        "at load{}), quantized_matmul for the rest, CUDA graph",
-                                       repacked, ls.size(), max_repacked_rows(o), o.plain_launch ? ", plain launches" : (o.early_weights ? ", weights read early where tuned" : ""));
+                                       repacked, ls.size(), max_repacked_rows(o), launch);
+    }
     size_t free1 = 0;
     ck(cudaMemGetInfo(&free1, &total), "cudaMemGetInfo");
     info_.peak_mem_bytes = static_cast<double>(total - free1);

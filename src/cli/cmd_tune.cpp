@@ -137,22 +137,18 @@ void run_tune(const TuneArgs& a) {
   std::vector<cuda::GemvTableEntry> rejected;
   opts.early_rejected = &rejected;
   auto table = cuda::gemv_autotune(opts);
-  const bool repacked = layout == "repacked" || layout == "both";
-  if (repacked && a.decode_model != "none" && !rejected.empty()) check_early_in_decode(table, rejected, a);
-  const std::string json = cuda::gemv_table_to_json(
-      table, "written by nvfp4 tune (M=1 bf16, weights rotated through >= 256 MiB, CUDA graph, median" +
-                 (repacked && a.decode_model != "none"
-                      ? "; early entries rejected back to back were A/B'd in the " + a.decode_model + " decode replay"
-                      : std::string()) +
-                 "); changes speed only");
+  const bool decode_check = (layout == "repacked" || layout == "both") && a.decode_model != "none";
+  if (decode_check && !rejected.empty()) check_early_in_decode(table, rejected, a);
+  const std::string comment =
+      "written by nvfp4 tune (M=1 bf16, weights rotated through >= 256 MiB, CUDA graph, median" +
+      (decode_check ? "; early entries rejected back to back were A/B'd in the " + a.decode_model + " decode replay"
+                    : std::string()) +
+      "); changes speed only";
   if (a.out.empty()) {
-    std::fputs(json.c_str(), stdout);
+    std::fputs(cuda::gemv_table_to_json(table, comment).c_str(), stdout);
     return;
   }
-  std::ofstream f(a.out);
-  if (!f) fail("tune", "cannot write '" + a.out + "'");
-  f << json;
-  if (!f) fail("tune", "write to '" + a.out + "' failed");
+  write_table(a.out, table, comment);
   std::printf("wrote %s (%zu entries); use it with NVFP4_CUDA_TUNING=%s\n", a.out.c_str(), table.size(),
               a.out.c_str());
 }
