@@ -36,11 +36,23 @@ struct TuneArgs {
   int decode_rounds = 10;
 };
 
+// Written to PATH.tmp and renamed into place: a failed write never leaves a partial table.
 void write_table(const std::string& path, const std::vector<cuda::GemvTableEntry>& t, const std::string& comment) {
-  std::ofstream f(path);
-  if (!f) fail("tune", "cannot write '" + path + "'");
-  f << cuda::gemv_table_to_json(t, comment);
-  if (!f) fail("tune", "write to '" + path + "' failed");
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    if (!f) fail("tune", "cannot write '" + tmp + "'");
+    f << cuda::gemv_table_to_json(t, comment);
+    f.close();
+    if (!f) {
+      std::remove(tmp.c_str());
+      fail("tune", "write to '" + tmp + "' failed");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    fail("tune", "cannot rename '" + tmp + "' to '" + path + "'");
+  }
 }
 
 // The early-weights launch judged where it acts (docs/perf-cuda.md 18): back to back with

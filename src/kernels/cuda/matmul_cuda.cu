@@ -296,10 +296,10 @@ void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightVie
     // -4.71% (`nvfp4 compare --batch B`, H200, 2026-12-01; docs/perf-cuda.md 19.2).
     const bool early = la.pdl && la.early_weights && vrows <= 8;
     const GemvTile tile = tile_in ? *tile_in : gemv_lookup_tile(cc, w.n, w.k, GemvLayout::kRepacked, vrows, early);
-    if (name.empty()) name = gemv_nvfp4_sm90_repacked_name(la, tile);
     GemvArgs l2 = la;
     l2.pdl = la.pdl && tile.overlap_ok;  // the table's per-shape verdict on the overlapped launch
     l2.early_weights = early && tile.early_ok;  // and on the early-weights one
+    if (name.empty()) name = gemv_nvfp4_sm90_repacked_name(l2, tile);  // the launch that runs
     return gemv_nvfp4_sm90_repacked(l2, tile, stream);
   });
   if (kernel_name) *kernel_name = name;
