@@ -1,6 +1,6 @@
 // kernels/cuda/repack_nvfp4_sm90.h -- the kernel-private "gemv_sm90" weight layout: one
 // definition shared by the host reference repack (repack_nvfp4_sm90.cpp), the device repack
-// kernel and the repacked GEMV (gemv_nvfp4_sm90.cu). Plain C++ with NVFP4_HD (no CUDA headers).
+// kernel and the repacked GEMV (gemv_nvfp4_sm90_repacked.cu). Plain C++ with NVFP4_HD (no CUDA headers).
 //
 // Why: docs/perf-cuda.md 6 measured the canonical-layout kernels issue-bound at 3.7-5.3 SASS
 // instructions per weight (decode 13 ops / 8 weights, PRMTs for the activations, scale

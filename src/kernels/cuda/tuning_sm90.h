@@ -1,4 +1,4 @@
-// kernels/cuda/tuning_sm90.h -- the tuning table of the CUDA NVFP4 GEMV (gemv_nvfp4_sm90.cu).
+// kernels/cuda/tuning_sm90.h -- the tuning table of the CUDA NVFP4 GEMV (gemv_nvfp4_sm90.cu, gemv_nvfp4_sm90_repacked.cu).
 //
 // The table changes speed only: every entry computes the same function, checked against the
 // oracle within the documented tolerance. (The K split changes the fp32 summation order, so

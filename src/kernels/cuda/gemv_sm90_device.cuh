@@ -1,0 +1,149 @@
+// kernels/cuda/gemv_sm90_device.cuh -- device code shared by the Hopper GEMV kernels:
+// gemv_nvfp4_sm90.cu (the canonical-layout kernels) and gemv_nvfp4_sm90_repacked.cu (the
+// repacked one). The PRMT / packed-multiply / mma.sync wrappers, the static schedule of warps
+// over K (warp_slot), and the epilogues that sum a K split's partials in a fixed order and
+// store. Internal linkage (an anonymous namespace): each kernel file inlines its own copy.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/gemv_nvfp4_sm90.h"
+#include "nvfp4/dtype.h"
+
+namespace nvfp4::cuda {
+namespace {
+
+__device__ __forceinline__ std::uint32_t prmt(std::uint32_t a, std::uint32_t b, std::uint32_t sel) {
+  std::uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+}
+
+template <bool F16>
+__device__ __forceinline__ std::uint32_t mul2(std::uint32_t a, std::uint32_t b) {
+  std::uint32_t d;
+  if constexpr (F16)
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  else
+    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+template <bool F16>
+__device__ __forceinline__ void mma16816(float c[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
+                                         std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {
+  if constexpr (F16)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// The mma accumulators of a warp (A x B tiles of 4 fp32 each), set to zero.
+template <int A, int B>
+__device__ __forceinline__ void zero_accumulators(float (&acc)[A][B][4]) {
+#pragma unroll
+  for (int a = 0; a < A; ++a)
+#pragma unroll
+    for (int b = 0; b < B; ++b)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[a][b][c] = 0.0f;
+}
+
+// Where a thread sits in the static schedule shared by every GEMV kernel here: a block is
+// `groups` column groups x k_split warps, warp (grp, slice) takes the slice's contiguous share
+// [beg, end) of `steps` k-steps; lane = 4g + t (the mma fragment coordinates).
+template <class I>
+struct WarpSlot {
+  int lane, warp, g, t, grp, groups;
+  I beg, end;
+};
+
+template <class I>
+__device__ __forceinline__ WarpSlot<I> warp_slot(int k_split, I steps) {
+  WarpSlot<I> s;
+  s.lane = threadIdx.x & 31;
+  s.warp = threadIdx.x >> 5;
+  s.g = s.lane >> 2;
+  s.t = s.lane & 3;
+  s.grp = s.warp / k_split;
+  s.groups = (blockDim.x >> 5) / k_split;
+  const I per = (steps + k_split - 1) / k_split;
+  s.beg = min(steps, (s.warp % k_split) * per);
+  s.end = min(steps, s.beg + per);
+  return s;
+}
+
+// Second half of every kernel's epilogue, after the barrier: partials red[warp][virtual row][c]
+// (C outputs per warp; warp = column group * k_split + slice). Output (m, n) of this block is the
+// fixed-order sum over the K split and over the `pieces` exact bf16 pieces of fp32/fp16
+// activations, times 2^7 (the decode's exponent offset, docs/perf-cuda.md 2) and the tensor
+// scale, rounded once to the output dtype. Fixed order: results do not depend on timing.
+// kFast (the M <= 8 rp and wa kernels, where small grids spend a visible part of their time
+// here): per_blk is a power of two for every tile the tuner writes (warps and k_split are), so a
+// shift replaces an integer division's ~20 instructions, and the slices' shared loads are
+// unrolled so several are in flight, the adds in the same order (bit-identical). Not used at
+// M = 9..16: there it pushed rp<2,2> to 128 registers with spills in the main loop.
+template <int C, bool kFast = false>
+__device__ __forceinline__ void sum_partials_and_store(const float* red, const GemvArgs& p, int k_split, int groups) {
+  const int vr_total = p.pieces * p.m_rows;
+  const int per_blk = groups * C;
+  const DType yt = static_cast<DType>(p.y_dtype);
+  const bool pow2 = kFast && (per_blk & (per_blk - 1)) == 0;
+  const int sh = __ffs(per_blk) - 1;
+  for (int o = threadIdx.x; o < p.m_rows * per_blk; o += blockDim.x) {
+    const int m = pow2 ? o >> sh : o / per_blk, c = pow2 ? o & (per_blk - 1) : o % per_blk;
+    const int gr = c / C, cc = c % C;
+    const std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * per_blk + c;
+    if (n >= p.n) continue;
+    float sum = 0.0f;
+    if constexpr (kFast) {
+      const std::size_t s_stride = static_cast<std::size_t>(vr_total) * C;
+      for (int pc = 0; pc < p.pieces; ++pc) {
+        const float* r = red + (static_cast<std::size_t>(gr * k_split) * vr_total + pc * p.m_rows + m) * C + cc;
+#pragma unroll 4
+        for (int s = 0; s < k_split; ++s) sum += r[s * s_stride];
+      }
+    } else {
+      for (int pc = 0; pc < p.pieces; ++pc)
+        for (int s = 0; s < k_split; ++s)
+          sum += red[(static_cast<std::size_t>(gr * k_split + s) * vr_total + pc * p.m_rows + m) * C + cc];
+    }
+    store_from_f32(p.y, yt, m * p.y_stride + n, (sum * 128.0f) * p.tensor_scale);
+  }
+}
+
+// Epilogue of the weights-as-A kernels (wa, rp): the mma accumulators (A rows = outputs, B
+// columns = virtual activation rows) go to shared memory [warp][virtual row][row]; after a barrier
+// sum_partials_and_store.
+template <int RT, int NB>
+__device__ __forceinline__ void reduce_and_store(const float (&acc)[RT][NB][4], float* red, const GemvArgs& p, int warp,
+                                                 int k_split, int groups, int g, int t) {
+  constexpr int kRows = 16 * RT;
+  const int vr_total = p.pieces * p.m_rows;
+  float* mine = red + static_cast<std::size_t>(warp) * vr_total * kRows;
+#pragma unroll
+  for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int vr = 8 * b + 2 * t + (c & 1);
+        const int row = 16 * rt + g + 8 * (c >> 1);
+        if (vr < vr_total) mine[vr * kRows + row] = acc[rt][b][c];
+      }
+  __syncthreads();
+  sum_partials_and_store<kRows, NB == 1>(red, p, k_split, groups);
+}
+
+}  // namespace
+}  // namespace nvfp4::cuda
