@@ -4,13 +4,15 @@
 # be checked for free before any device time is spent (docs/perf-cuda.md 14: a refactor that kept
 # the registers still moved the M = 1 GEMV by 5%). Needs nvcc; runs on any machine.
 #   scripts/ptx_diff.sh REV [FILE] [KERNEL_REGEX]
-#   e.g. scripts/ptx_diff.sh HEAD~1 src/kernels/cuda/gemv_nvfp4_sm90.cu rp_kernel
+#   e.g. scripts/ptx_diff.sh HEAD~1 src/kernels/cuda/gemv_nvfp4_sm90_repacked.cu rp_kernel
 # Prints, per matching kernel, the number of differing normalised lines (0: same code).
 # PTX_DIFF_RENAME: a sed expression applied to the new PTX first, for a kernel whose mangled
 # name changed (e.g. a template parameter added: PTX_DIFF_RENAME='s/ELb0EEEv/EEEv/g').
+# PTX_DIFF_OLD_FILE: the file's path at REV when it differs (the repacked kernel lived in
+# gemv_nvfp4_sm90.cu before 2026-12-01: PTX_DIFF_OLD_FILE=src/kernels/cuda/gemv_nvfp4_sm90.cu).
 set -euo pipefail
 rev=${1:?usage: ptx_diff.sh REV [FILE] [KERNEL_REGEX]}
-file=${2:-src/kernels/cuda/gemv_nvfp4_sm90.cu}
+file=${2:-src/kernels/cuda/gemv_nvfp4_sm90_repacked.cu}
 pattern=${3:-_kernel}
 root=$(git rev-parse --show-toplevel)
 tmp=$(mktemp -d)
@@ -18,7 +20,7 @@ trap 'rm -rf "$tmp"' EXIT
 flags=(-std=c++17 -gencode=arch=compute_90a,code=compute_90a --expt-relaxed-constexpr -I "$root/include" -I "$root/src" -I "$root")
 # The old copy sits next to the new one so that relative includes resolve the same way.
 old_src="$root/$(dirname "$file")/.ptx_diff_old_$$.cu"
-git -C "$root" show "$rev:$file" > "$old_src"
+git -C "$root" show "$rev:${PTX_DIFF_OLD_FILE:-$file}" > "$old_src"
 trap 'rm -rf "$tmp" "$old_src"' EXIT
 nvcc "${flags[@]}" -ptx "$old_src" -o "$tmp/old.ptx"
 nvcc "${flags[@]}" -ptx "$root/$file" -o "$tmp/new.ptx"

@@ -5,12 +5,12 @@
 # cuobjdump; the PyPI wheels nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm (which cuobjdump
 # calls) provide them, installed once into a venv.
 #   scripts/sass.sh [FILE] [KERNEL_REGEX] [--dump]
-#   e.g. scripts/sass.sh src/kernels/cuda/gemv_nvfp4_sm90.cu 'rp_kernelILi1ELi1E' --dump
+#   e.g. scripts/sass.sh src/kernels/cuda/gemv_nvfp4_sm90_repacked.cu 'rp_kernelILi1ELi1E' --dump
 # Prints per matching kernel: registers, spill bytes, instruction count, the 12 most frequent
 # opcodes, and the main loop (the backward branch whose body holds the most HMMA/FFMA, else the
 # longest): its length and opcode mix; --dump also prints the kernel's SASS.
 set -euo pipefail
-file=${1:-src/kernels/cuda/gemv_nvfp4_sm90.cu}
+file=${1:-src/kernels/cuda/gemv_nvfp4_sm90_repacked.cu}
 pattern=${2:-_kernel}
 dump=${3:-}
 root=$(git rev-parse --show-toplevel)
