@@ -383,9 +383,9 @@ std::vector<Row> run_cuda(const Options& opts) {
       // decode engine with fixed weights makes.
       cuda::RepackedMatmulOptions early;
       early.weights_read_early = true;
-      const std::int64_t pieces = dt == DType::kF32 ? 3 : (dt == DType::kF16 ? 2 : 1);  // bf16 pieces per row
-      const std::int64_t vrows_all = s.m * pieces;
-      if (vrows_all <= 8) repacked_row("nvfp4_repacked_early", nullptr, early);
+      const std::int64_t vrows_all = s.m * cuda::repacked_pieces(dt);
+      const bool early_applies = vrows_all <= cuda::kEarlyMaxVirtualRows;
+      if (early_applies) repacked_row("nvfp4_repacked_early", nullptr, early);
       if (!tuned.empty()) {
         // The tile of another table (NVFP4_BENCH_TUNED=FILE, e.g. a fresh `nvfp4 tune`) on the
         // same repacked weights and rotation, same run.
@@ -395,7 +395,7 @@ std::vector<Row> run_cuda(const Options& opts) {
         const cuda::GemvTile tile =
             e ? e->tile : cuda::gemv_lookup_tile(cuda::device_cc(), s.n, s.k, cuda::GemvLayout::kRepacked, vrows);
         repacked_row("nvfp4_repacked_tuned", &tile, {});
-        if (vrows_all <= 8)
+        if (early_applies)
           if (const cuda::GemvTableEntry* ee =
                   cuda::gemv_find_entry(tuned, cuda::device_cc(), s.n, s.k, cuda::GemvLayout::kRepacked, vrows_all, true);
               ee && ee->early)

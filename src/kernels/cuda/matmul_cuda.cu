@@ -277,7 +277,7 @@ void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightVie
   // The kernel reads bf16 rows only. bf16 rows it can read in place go direct; everything else
   // (fp16 -> 2 exact bf16 pieces, fp32 -> 3, padded or unaligned bf16 -> 1) is prepared into a
   // stream-ordered workspace. At most 16 virtual rows per launch (the kernel's two n8 tiles).
-  const int pieces = x.dtype == DType::kF32 ? 3 : (x.dtype == DType::kF16 ? 2 : 1);
+  const int pieces = repacked_pieces(x.dtype);
   const bool direct = pieces == 1 && rows_readable_in_place(x, w.k);
   GemvArgs a = weight_args(wv);
   a.pdl = options.overlapped_launch;
@@ -294,7 +294,7 @@ void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightVie
     // launch serves it is faster: Llama-3-8B at B = 4 sequences -4.93% per step with this gate,
     // -5.09% in the run of the final code; early at every shape B = 2 / 4 / 8 -5.45% / -5.15% /
     // -4.71% (`nvfp4 compare --batch B`, H200, 2026-12-01; docs/perf-cuda.md 19.2).
-    const bool early = la.pdl && la.early_weights && vrows <= 8;
+    const bool early = la.pdl && la.early_weights && vrows <= kEarlyMaxVirtualRows;
     const GemvTile tile = tile_in ? *tile_in : gemv_lookup_tile(cc, w.n, w.k, GemvLayout::kRepacked, vrows, early);
     GemvArgs l2 = la;
     l2.pdl = la.pdl && tile.overlap_ok;  // the table's per-shape verdict on the overlapped launch

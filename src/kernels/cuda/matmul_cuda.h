@@ -2,6 +2,7 @@
 // the same quantized_matmul with an explicit tile (tests, tuner, bench), and device facts.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "kernels/cuda/tuning_sm90.h"
@@ -19,6 +20,13 @@ void quantized_matmul_tile(const MatrixView& x, const WeightView& w, const Matri
 void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightView& w, const MatrixView& y, void* stream,
                                     const GemvTile* tile, std::string* kernel_name = nullptr,
                                     const RepackedMatmulOptions& options = {});
+
+// The repacked kernel reads bf16 rows only: an activation row of `t` runs as this many exact
+// bf16 pieces (virtual rows): 1 (bf16), 2 (fp16), 3 (fp32).
+inline int repacked_pieces(DType t) { return t == DType::kF32 ? 3 : (t == DType::kF16 ? 2 : 1); }
+// RepackedMatmulOptions::weights_read_early is honoured in launches of at most this many virtual
+// rows (the M <= 8 kernel; docs/perf-cuda.md 19.2).
+constexpr std::int64_t kEarlyMaxVirtualRows = 8;
 
 // Compute capability (major*10+minor) of the current device; 0 without one.
 int device_cc();
