@@ -338,7 +338,7 @@ std::vector<Row> run_cuda(const Options& opts) {
       l.gflops = 2.0 * s.m * s.n * s.k / l.us_median / 1e3;
       rows.push_back(l);
     }
-    if (s.m <= 16 && cuda::repack_for_gemv_sm90_supported(s.n, s.k)) {
+    if (cuda::repack_for_gemv_sm90_supported(s.n, s.k)) {
       // Side-by-side: the same weights repacked once (cuda::repack_for_gemv_sm90, not timed)
       // into the gemv_sm90 layout, same rotation; each variant validated against the oracle
       // like the canonical row (docs/perf-cuda.md 7, 9).
@@ -373,17 +373,45 @@ std::vector<Row> run_cuda(const Options& opts) {
       };
       // The default call (overlapped launch where the table allows it: back-to-back calls in
       // the graph overlap one kernel's tail with the next one's launch), and the plain launch.
+      // Above 16 virtual rows the default call is the repacked GEMM.
       repacked_row("nvfp4_repacked", nullptr, {});
       cuda::RepackedMatmulOptions plain;
       plain.overlapped_launch = false;
       repacked_row("nvfp4_repacked_plain", nullptr, plain);
+      const std::int64_t vrows_all = s.m * cuda::repacked_pieces(dt);
+      if (vrows_all > 16) {
+        // Side by side above 16 virtual rows: the GEMV in launches of 16 rows (its table tile),
+        // which every call of this size ran before the GEMM, and (NVFP4_BENCH_RGEMM_SWEEP=1)
+        // every GEMM block shape, each validated like the rest.
+        const cuda::GemvTile t16 = cuda::gemv_lookup_tile(cuda::device_cc(), s.n, s.k, cuda::GemvLayout::kRepacked, 16);
+        repacked_row("nvfp4_repacked_gemv16", &t16, {});
+        if (const char* sw = std::getenv("NVFP4_BENCH_RGEMM_SWEEP"); sw && *sw == '1')
+          for (const int nb : {4, 8})
+              for (const int ks : {1, 2, 4, 8, 16}) {
+                const cuda::RgemmTile t{nb, ks};
+                if (ks > 1 && ks * 4 > s.k / 128) continue;  // < 4 chunk pairs per split
+                Row q = r;
+                q.variant = "nvfp4_rgemm_sweep";
+                poison(dy.p, ybytes);
+                std::string kname;
+                cuda::quantized_matmul_repacked_rgemm(xv, rview(0), yv, st, &t, &kname);
+                ck(cudaStreamSynchronize(st), "rgemm sweep run");
+                q.kernel = kname + "_ks" + std::to_string(ks);
+                validate(q, q.kernel);
+                time_calls(q, opts, copies, st, [&](std::size_t c) {
+                  cuda::quantized_matmul_repacked_rgemm(xv, rview(c), yv, st, &t);
+                });
+                q.gbps = q.bytes / q.us_median / 1e3;
+                q.gflops = 2.0 * s.m * s.n * s.k / q.us_median / 1e3;
+                rows.push_back(q);
+              }
+      }
       // Weights read before the PDL wait (RepackedMatmulOptions::weights_read_early; the rotated
       // weights here are never written, which that option requires). The API honours it at <= 8
       // virtual rows (bf16 M <= 8) where the table has an early entry: the row is the call a
       // decode engine with fixed weights makes.
       cuda::RepackedMatmulOptions early;
       early.weights_read_early = true;
-      const std::int64_t vrows_all = s.m * cuda::repacked_pieces(dt);
       const bool early_applies = vrows_all <= cuda::kEarlyMaxVirtualRows;
       if (early_applies) repacked_row("nvfp4_repacked_early", nullptr, early);
       if (!tuned.empty()) {

@@ -85,14 +85,14 @@ double checked_err(const std::vector<float>& y, const std::vector<float>& ref, s
   return worst;
 }
 
-// The largest M that runs on the repacked weights. The repacked GEMV takes 16 rows per launch
-// and reads the weights once per launch, so its time grows with ceil(M / 16); the canonical path
-// (dense panel + cuBLAS) costs about the same at any small M. Llama-3-8B decode on an H200
-// (2026-12-01 01:06 UTC, ms per step, launches of 16 / panel): B = 24 3.59 / 12.97, 32 4.20 /
-// 12.99, 48 6.26 / 13.13, 64 8.36 / 13.12, 96 12.56 / 13.51, 128 16.71 / 13.58
-// (docs/perf-cuda.md 19.9). So a decode step of up to 96 sequences runs on the repacked weights,
-// as an engine holding both layouts would; prefill only where M <= 16 (lm_head).
-std::int64_t max_repacked_rows(const ReplayOptions& o) { return o.mode == ReplayMode::kDecode ? 96 : 16; }
+// The largest M that runs on the repacked weights, as an engine holding both layouts would
+// choose. Up to 16 rows the repacked GEMV; above, the repacked GEMM (gemm_nvfp4_sm90_repacked.cu),
+// which reads the weights once per 32 or 64 rows; the canonical path decodes a dense panel for
+// cuBLAS, the same cost at any small M. Llama-3-8B decode on an H200 (2026-12-01, ms per step,
+// repacked / panel): B = 128 10.03 / 13.58; per linear at M = 256 the panel wins (4096 x 4096:
+// 33.2 against 46.1 us) (docs/perf-cuda.md 19.9, 21). So decode steps of up to 128 sequences run
+// on the repacked weights; prefill only where M <= 16 (lm_head).
+std::int64_t max_repacked_rows(const ReplayOptions& o) { return o.mode == ReplayMode::kDecode ? 128 : 16; }
 
 class CudaReplay final : public ReplayEngine {
  public:

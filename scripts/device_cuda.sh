@@ -160,7 +160,7 @@ if want replay; then
     "$CLI" compare --a "self --fuse --no-early-weights" --b "self --fuse" --mode decode --rounds 12 \
       --json "$OUT/compare_early_fused.json" || STATUS=1
     say "batched decode: B sequences per step (every linear at M = B), NVFP4 vs cuBLAS bf16"
-    for b in 4 8 16; do "$CLI" bench --mode decode --batch "$b" --json "$OUT/replay_decode_b$b.json" || STATUS=1; done
+    for b in 4 8 16 32 64 128; do "$CLI" bench --mode decode --batch "$b" --json "$OUT/replay_decode_b$b.json" || STATUS=1; done
     say "A/B on the GPU: batched decode (B = 4), weights read after the PDL wait (A) and before it where tuned (B)"
     "$CLI" compare --a "self --batch 4 --no-early-weights" --b "self --batch 4" --mode decode --rounds 12 \
       --json "$OUT/compare_early_b4.json" || STATUS=1
@@ -172,10 +172,10 @@ if want sanitize; then
   if command -v compute-sanitizer >/dev/null; then
     say "compute-sanitizer memcheck"
     timeout "${SAN_TIMEOUT:-180}" compute-sanitizer --tool memcheck --error-exitcode 3 "$TB" --gtest_brief=1 \
-      --gtest_filter="${MEMCHECK_FILTER:--CudaGemv.EveryTile*:CudaTuning.Autotune*}" || { echo "memcheck FAILED rc=$?"; STATUS=1; }
+      --gtest_filter="${MEMCHECK_FILTER:--CudaGemv.EveryTile*:CudaTuning.Autotune*:CudaRgemm.OneHot*}" || { echo "memcheck FAILED rc=$?"; STATUS=1; }
     say "compute-sanitizer racecheck"
     timeout "${SAN_TIMEOUT:-150}" compute-sanitizer --tool racecheck --error-exitcode 3 "$TB" --gtest_brief=1 \
-      --gtest_filter="${RACECHECK_FILTER:-CudaGemv.EveryTile*:CudaGemv.Strided*}" || { echo "racecheck FAILED rc=$?"; STATUS=1; }
+      --gtest_filter="${RACECHECK_FILTER:-CudaGemv.EveryTile*:CudaGemv.Strided*:CudaRgemm.Small*}" || { echo "racecheck FAILED rc=$?"; STATUS=1; }
   else
     echo "compute-sanitizer not found"
   fi

@@ -66,13 +66,13 @@ struct RepackedMatmulOptions {
 
 // y = x . dequant(w)^T on repacked device weights, any M. Activations bf16, fp16 or fp32
 // (x.cols may be < K only through padding: x.cols in (K-16, K]); output in the activation dtype.
-// bf16 rows with x.cols == K and 16-byte aligned rows are read directly (16 rows per launch);
-// fp16/fp32 rows are split exactly into 2/3 bf16 pieces in a stream-ordered workspace first
-// (8/5 rows per launch). Same tolerance as quantized_matmul; one-hot rows recover
-// dequantize_ref exactly. Each launch reads all the weights, so the time grows with the number
-// of launches: for prefill-sized M keep the canonical weights and call quantized_matmul
-// (a dense panel + cuBLAS). Measured crossover, Llama-3-8B decode on an H200: about 96 bf16 rows
-// (docs/perf-cuda.md 19.9).
+// bf16 rows read directly count one row each, fp16/fp32 rows are split exactly into 2/3 bf16
+// pieces in a stream-ordered workspace first (2/3 rows each). Up to 16 such rows: the GEMV.
+// More: the repacked GEMM, which reads the weights once per 32 or 64 rows (needs 16-byte aligned
+// scales; otherwise the GEMV runs in launches of 16 rows). Same tolerance as quantized_matmul;
+// one-hot rows recover dequantize_ref exactly. Measured on an H200 (docs/perf-cuda.md 21): up to
+// ~128 bf16 rows this beats the canonical weights' prefill path (a dense panel + cuBLAS); for
+// prefill-sized M keep the canonical weights and call quantized_matmul.
 void quantized_matmul_repacked(const MatrixView& x, const RepackedWeightView& w, const MatrixView& y,
                                void* stream = nullptr, const RepackedMatmulOptions& options = {});
 

@@ -1062,6 +1062,142 @@ TEST(CudaRepack, OverlappedLaunchAfterARepackOfItsWeightsIsExact) {
   for (void* p : {dx, rp, rs, dy}) cudaFree(p);
 }
 
+// The repacked GEMM (more than 16 virtual rows, gemm_nvfp4_sm90_repacked.cu), every block shape:
+// one-hot fp32 rows (3 pieces each: m-blocks of 21 or 10 real rows) recover dequantize_ref
+// exactly; random rows match the oracle for every dtype, at M that fill an m-block, leave one
+// row over, and span several; a K split that does not divide the chunk pairs (3, 7) and one
+// with more splits than pairs (64) give the same function; N not a multiple of the block's rows
+// (272 = 17 tiles); padded strided rows; repeated calls and a graph replay are bit-identical
+// (the split's partials are summed in a fixed order); a block shape that is not compiled is an error.
+void run_rgemm(const DevWeight& dw, const Tensor& x, Tensor& y, std::int64_t m, const cuda::RgemmTile* tile,
+               std::int64_t x_cols = -1, std::int64_t x_stride = -1) {
+  const DeviceCopy dx(x.data(), x.bytes.size()), dy(y.data(), y.bytes.size());
+  const std::int64_t cols = x_cols < 0 ? dw.k : x_cols, stride = x_stride < 0 ? dw.k : x_stride;
+  std::string name;
+  cuda::quantized_matmul_repacked_rgemm(MatrixView{dx.p, x.dtype, m, cols, stride}, dw.view(),
+                                        MatrixView{dy.p, y.dtype, m, dw.n, dw.n}, nullptr, tile, &name);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(name.rfind("gemm_nvfp4_sm90_rg_", 0), 0u) << name;
+  dy.back(y.data());
+}
+
+TEST(CudaRgemm, OneHotOracleEveryTileDeterministic) {
+  REQUIRE_GPU();
+  const cuda::RgemmTile tiles[] = {{4, 1}, {8, 1}, {4, 3}, {8, 7}, {8, 64}};
+  auto tile_name = [](const cuda::RgemmTile* t) {
+    return t ? "nb" + std::to_string(t->nb) + "/ks" + std::to_string(t->k_split)
+             : std::string("built-in");
+  };
+  for (auto nk : {std::pair<std::int64_t, std::int64_t>{16, 128}, {48, 256}, {272, 2560}, {1040, 1024}}) {
+    const std::int64_t n = nk.first, k = nk.second;
+    const std::uint64_t seed = 5150 + n * 7 + k;
+    SCOPED_TRACE("seed " + std::to_string(seed) + " N=" + std::to_string(n) + " K=" + std::to_string(k));
+    const QuantizedWeight qw = random_weight(n, k, seed);
+    const DevWeight dw(qw);
+    Tensor deq(DType::kF32, {n, k});
+    dequantize_ref(qw.view(), MatrixView{deq.data(), DType::kF32, n, k, k});
+    const std::int64_t rows = 40;
+    Tensor xo(DType::kF32, {rows, k});
+    for (std::int64_t r = 0; r < rows; ++r) xo.set(r * k + (r * 131 + 7) % k, 1.0f);
+    for (const cuda::RgemmTile* t : {static_cast<const cuda::RgemmTile*>(nullptr), &tiles[0], &tiles[1], &tiles[2], &tiles[3], &tiles[4]}) {
+      Tensor y = nan_tensor(DType::kF32, rows, n);
+      run_rgemm(dw, xo, y, rows, t);
+      int bad = 0;
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t j = 0; j < n; ++j) {
+          const float want = deq.get(j * k + (r * 131 + 7) % k);
+          if (!(y.get(r * n + j) == want) && ++bad <= 5)
+            ADD_FAILURE() << tile_name(t) << " one-hot y[" << r << "," << j << "] = " << y.get(r * n + j) << ", want " << want;
+        }
+      ASSERT_EQ(bad, 0) << tile_name(t);
+      for (const std::int64_t m : {17, 64, 65, 130}) {
+        Tensor x = random_x(DType::kBF16, m, k, seed + m);
+        Tensor yb = nan_tensor(DType::kBF16, m, n);
+        run_rgemm(dw, x, yb, m, t);
+        check_against_oracle(MatrixView{x.data(), DType::kBF16, m, k, k}, qw, MatrixView{yb.data(), DType::kBF16, m, n, n},
+                             "rgemm bf16 " + tile_name(t) + " M=" + std::to_string(m));
+        Tensor y2 = nan_tensor(DType::kBF16, m, n);
+        run_rgemm(dw, x, y2, m, t);
+        ASSERT_TRUE(yb.bytes == y2.bytes) << tile_name(t) << " M=" << m << ": a second call gave other bits";
+      }
+      for (const DType dt : {DType::kF16, DType::kF32}) {
+        const std::int64_t m = 23;  // 46 / 69 virtual rows
+        Tensor x = random_x(dt, m, k, seed + 3 * m);
+        if (dt == DType::kF32)
+          for (std::int64_t i = 0; i < x.numel(); i += 3) x.set(i, x.get(i) * (1.0f + 0x1p-20f));
+        Tensor yr = nan_tensor(dt, m, n);
+        run_rgemm(dw, x, yr, m, t);
+        check_against_oracle(MatrixView{x.data(), dt, m, k, k}, qw, MatrixView{yr.data(), dt, m, n, n},
+                             std::string("rgemm ") + dtype_name(dt) + " " + tile_name(t));
+      }
+    }
+    // Padded, strided bf16 rows (x.cols = K - 8, row stride K + 24): through the prepared rows.
+    {
+      const std::int64_t m = 33, stride = k + 24, cols = k - 8;
+      Tensor x = random_x(DType::kBF16, m, stride, seed + 99);
+      Tensor y = nan_tensor(DType::kBF16, m, n);
+      run_rgemm(dw, x, y, m, &tiles[2], cols, stride);
+      check_against_oracle(MatrixView{x.data(), DType::kBF16, m, cols, stride}, qw, MatrixView{y.data(), DType::kBF16, m, n, n},
+                           "rgemm padded strided rows");
+    }
+    // A graph replay gives the direct call's bits (the counters are cleared by the launch).
+    {
+      const std::int64_t m = 48;
+      Tensor x = random_x(DType::kBF16, m, k, seed + 5);
+      const DeviceCopy dx(x.data(), x.bytes.size());
+      void* dy = nullptr;
+      ASSERT_EQ(cudaMalloc(&dy, 2 * m * n * 2), cudaSuccess);
+      cudaStream_t st;
+      ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+      for (const bool graph : {false, true}) {
+        ASSERT_EQ(cudaMemset(dy, 0xFF, 2 * m * n * 2), cudaSuccess);
+        run_direct_or_in_graph(st, graph, [&] {
+          for (int i = 0; i < 2; ++i)
+            cuda::quantized_matmul_repacked_rgemm(MatrixView{dx.p, DType::kBF16, m, k, k}, dw.view(),
+                                                  MatrixView{static_cast<char*>(dy) + i * m * n * 2, DType::kBF16, m, n, n}, st,
+                                                  &tiles[3]);
+        });
+        std::vector<std::uint8_t> h(2 * m * n * 2);
+        ASSERT_EQ(cudaMemcpy(h.data(), dy, h.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+        ASSERT_TRUE(std::equal(h.begin(), h.begin() + m * n * 2, h.begin() + m * n * 2)) << "graph " << graph;
+        Tensor y(DType::kBF16, {m, n});
+        std::memcpy(y.data(), h.data(), m * n * 2);
+        check_against_oracle(MatrixView{x.data(), DType::kBF16, m, k, k}, qw, MatrixView{y.data(), DType::kBF16, m, n, n},
+                             graph ? "rgemm in a graph" : "rgemm on a stream");
+      }
+      cudaStreamDestroy(st);
+      cudaFree(dy);
+    }
+  }
+  // A bad block shape is an error naming it.
+  const QuantizedWeight qw = random_weight(16, 128, 3);
+  const DevWeight dw(qw);
+  const Tensor x = random_x(DType::kBF16, 20, 128, 3);
+  Tensor y = nan_tensor(DType::kBF16, 20, 16);
+  for (const cuda::RgemmTile bad : {cuda::RgemmTile{6, 1}, cuda::RgemmTile{8, 0}, cuda::RgemmTile{4, 65}})
+    EXPECT_THROW(run_rgemm(dw, x, y, 20, &bad), Error);
+}
+
+// A small GEMM run of each compiled block shape, with and without the K split's second kernel:
+// sized for compute-sanitizer racecheck (scripts/device_cuda.sh sanitize), which checks the
+// cp.async ring's barrier discipline and the reuse of the stages for the epilogue.
+TEST(CudaRgemm, SmallRunsForTheSanitizers) {
+  REQUIRE_GPU();
+  const std::uint64_t seed = 6006;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::int64_t n = 272, k = 1024, m = 70;
+  const QuantizedWeight qw = random_weight(n, k, seed);
+  const DevWeight dw(qw);
+  const Tensor x = random_x(DType::kBF16, m, k, seed + 1);
+  for (const cuda::RgemmTile t : {cuda::RgemmTile{4, 3}, cuda::RgemmTile{8, 1}}) {
+    Tensor y = nan_tensor(DType::kBF16, m, n);
+    run_rgemm(dw, x, y, m, &t);
+    Tensor xc = x;
+    check_against_oracle(MatrixView{xc.data(), DType::kBF16, m, k, k}, qw, MatrixView{y.data(), DType::kBF16, m, n, n},
+                         "rgemm nb" + std::to_string(t.nb) + " ks" + std::to_string(t.k_split));
+  }
+}
+
 #endif  // NVFP4_HAVE_CUDA
 
 }  // namespace

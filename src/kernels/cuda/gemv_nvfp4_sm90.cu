@@ -273,17 +273,6 @@ constexpr int kStages = 4;          // cp.async ring depth per warp (k-steps of 
 constexpr int kWaStepK = 128;       // k per step: 4 lanes x 32
 constexpr int kWaSlotBytes = 20;    // per lane per row per stage: 16 weight bytes + 4 scale bytes
 
-__device__ __forceinline__ void cp_async16(std::uint32_t dst, const void* src, bool valid) {
-  // src-size 0 zero-fills the 16 bytes without reading global memory (PTX ISA, cp.async).
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async4(std::uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
-
 // Two E4M3 scale bytes (low byte first) -> one pair (s0, s1) holding |s| * 2^7 (fp16) or
 // |s| * 2^119 (bf16), exact; NaN bytes stay NaN. (Not broadcast: see wa_scale_bcast.)
 template <bool F16>

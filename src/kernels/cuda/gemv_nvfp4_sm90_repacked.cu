@@ -62,27 +62,6 @@ __device__ __forceinline__ std::uint32_t ld_early4(const std::uint8_t* p) {
   return v;
 }
 
-__device__ __forceinline__ void rp_decode(std::uint32_t q, std::uint32_t r[4]) {
-  r[0] = q & repack::kMaskP;
-  r[1] = __funnelshift_r(q, q, 6) & repack::kMaskP;
-  r[2] = __funnelshift_r(q, q, 12) & repack::kMaskP;
-  r[3] = ((q << 6) & 0x80C080C0u) | ((q >> 2) & 0x01000100u);
-}
-
-// Private scale byte `sel` of s -> bf16x2 (|scale| * 2^119, broadcast): PRMT + IMAD.
-template <int SEL>
-__device__ __forceinline__ std::uint32_t rp_scale(std::uint32_t s) {
-  const std::uint32_t v = prmt(s, 0u, 0x4040u | (SEL << 8) | SEL);  // byte SEL at bytes 0 and 2
-  return v * 16u + 0x76007600u;
-}
-
-// Programmatic dependent launch (PTX ISA griddepcontrol, sm_90). launch_dependents lets the next
-// kernel on the stream be scheduled once every block of this grid has issued it (its blocks then
-// fill SMs as ours retire); wait blocks until every prerequisite grid has completed and its
-// memory operations are visible. Both are no-ops when the launch did not ask for PDL.
-__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-
 // Half h of a chunk pair of RT row tiles (weights w, scales s) against NB n8 tiles of
 // activation words xw (this half's), added to acc: decode, scale, mma.
 template <int RT, int NB>

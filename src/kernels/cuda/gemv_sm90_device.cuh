@@ -1,6 +1,7 @@
-// kernels/cuda/gemv_sm90_device.cuh -- device code shared by the Hopper GEMV kernels:
-// gemv_nvfp4_sm90.cu (the canonical-layout kernels) and gemv_nvfp4_sm90_repacked.cu (the
-// repacked one). The PRMT / packed-multiply / mma.sync wrappers, the static schedule of warps
+// kernels/cuda/gemv_sm90_device.cuh -- device code shared by the Hopper kernels:
+// gemv_nvfp4_sm90.cu (the canonical-layout GEMVs), gemv_nvfp4_sm90_repacked.cu (the repacked
+// GEMV) and gemm_nvfp4_sm90_repacked.cu (the repacked GEMM). The PRMT / packed-multiply /
+// mma.sync / cp.async / griddepcontrol wrappers, the repacked layout's decode, the static schedule of warps
 // over K (warp_slot), and the epilogues that sum a K split's partials in a fixed order and
 // store. Internal linkage (an anonymous namespace): each kernel file inlines its own copy.
 #pragma once
@@ -10,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/gemv_nvfp4_sm90.h"
+#include "kernels/cuda/repack_nvfp4_sm90.h"
 #include "nvfp4/dtype.h"
 
 namespace nvfp4::cuda {
@@ -46,6 +48,41 @@ __device__ __forceinline__ void mma16816(float c[4], std::uint32_t a0, std::uint
         "{%0,%1,%2,%3};"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// cp.async (LDGSTS, PTX ISA sm_80+): global -> shared without registers; commit/wait by group.
+__device__ __forceinline__ void cp_async16(std::uint32_t dst, const void* src, bool valid) {
+  // src-size 0 zero-fills the 16 bytes without reading global memory (PTX ISA, cp.async).
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async4(std::uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
+
+// Programmatic dependent launch (PTX ISA griddepcontrol, sm_90). launch_dependents lets the next
+// kernel on the stream be scheduled once every block of this grid has issued it (its blocks then
+// fill SMs as ours retire); wait blocks until every prerequisite grid has completed and its
+// memory operations are visible. Both are no-ops when the launch did not ask for PDL.
+__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+// The repacked layout's decode (repack_nvfp4_sm90.h): one 32-bit word -> the 4 bf16x2 A-fragment
+// registers of one mma step (e2m1 * 2^-126 each), 9 integer ops.
+__device__ __forceinline__ void rp_decode(std::uint32_t q, std::uint32_t r[4]) {
+  r[0] = q & repack::kMaskP;
+  r[1] = __funnelshift_r(q, q, 6) & repack::kMaskP;
+  r[2] = __funnelshift_r(q, q, 12) & repack::kMaskP;
+  r[3] = ((q << 6) & 0x80C080C0u) | ((q >> 2) & 0x01000100u);
+}
+
+// Private scale byte `sel` of s -> bf16x2 (|scale| * 2^119, broadcast): PRMT + IMAD.
+template <int SEL>
+__device__ __forceinline__ std::uint32_t rp_scale(std::uint32_t s) {
+  const std::uint32_t v = prmt(s, 0u, 0x4040u | (SEL << 8) | SEL);  // byte SEL at bytes 0 and 2
+  return v * 16u + 0x76007600u;
 }
 
 // The mma accumulators of a warp (A x B tiles of 4 fp32 each), set to zero.

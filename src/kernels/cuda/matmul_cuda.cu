@@ -9,7 +9,8 @@
 //            stream-ordered workspace (scratch.h: a retained pool; cudaMallocAsync when captured).
 // M > 16 (prefill): gemm_nvfp4_cublas.cu (decode to a dense panel + cuBLAS, near the dense
 // rate: see its header). With an explicit tile (tests, tuner) the GEMV runs once per chunk of 16
-// rows instead, so every tile can be checked at any M.
+// rows instead, so every tile can be checked at any M. Repacked weights above 16 virtual rows:
+// the repacked GEMM (gemm_nvfp4_sm90_repacked.cu).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "dispatch/overlap.h"
 #include "kernels/cuda/cuda_host.h"
 #include "kernels/cuda/gemm_nvfp4_cublas.h"
+#include "kernels/cuda/gemm_nvfp4_sm90_repacked.h"
 #include "kernels/cuda/gemv_nvfp4_sm90.h"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/matmul_cuda.h"
@@ -258,28 +260,75 @@ void repack_for_gemv_sm90(const WeightView& w, std::uint8_t* packed_out, std::ui
         "kernel launch for " + shape);
 }
 
-void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightView& w, const MatrixView& y, void* stream_v,
-                                    const GemvTile* tile_in, std::string* kernel_name,
-                                    const RepackedMatmulOptions& options) {
-  const char* op = "cuda::quantized_matmul_repacked";
+namespace {
+
+// Checks shared by the repacked entry points; returns the shape string for messages.
+std::string validate_repacked(const char* op, const MatrixView& x, const RepackedWeightView& w, const MatrixView& y) {
   const WeightView wv{w.packed, w.scales, w.tensor_scale, w.n, w.k};
   validate_matmul(op, x, wv, y);
   const std::string shape = shape_of(x, wv);
   if (!repack_for_gemv_sm90_supported(w.n, w.k)) fail(op, "repacked weights need N % 16 == 0 and K % 128 == 0 (" + shape + ")");
-  if (x.rows == 0) return;
+  if (x.rows == 0) return shape;
   if (!available()) fail(op, "no usable CUDA device (need compute capability 9.0) for " + shape);
   if (reinterpret_cast<std::uintptr_t>(w.packed) % 16 != 0 || reinterpret_cast<std::uintptr_t>(w.scales) % 4 != 0)
     fail(op, "repacked packed/scales must be 16/4-byte aligned (" + shape + ")");
   if (w.n > (std::int64_t{1} << 30) || w.k > (std::int64_t{1} << 26)) fail(op, "shape too large (" + shape + ")");
   require_device_pointers(op, shape, w.packed, w.scales, x.data, y.data);
-  require_valid_tile(op, tile_in);
-  cudaStream_t stream = static_cast<cudaStream_t>(stream_v);
-  // The kernel reads bf16 rows only. bf16 rows it can read in place go direct; everything else
-  // (fp16 -> 2 exact bf16 pieces, fp32 -> 3, padded or unaligned bf16 -> 1) is prepared into a
-  // stream-ordered workspace. At most 16 virtual rows per launch (the kernel's two n8 tiles).
+  return shape;
+}
+
+// The repacked GEMM copies scales 16 bytes at a time (cp.async): their base must be 16-byte
+// aligned (the GEMV needs 4; a view that is not runs the GEMV in launches of 16 rows instead).
+bool rgemm_supported(const RepackedWeightView& w) { return reinterpret_cast<std::uintptr_t>(w.scales) % 16 == 0; }
+
+// The repacked GEMM (gemm_nvfp4_sm90_repacked.cu) over all rows of x in one launch: activations
+// prepared as for the GEMV (all rows at once), then its K-split workspace from the scratch pool.
+void run_rgemm(const char* op, const std::string& shape, const MatrixView& x, const RepackedWeightView& w,
+               const MatrixView& y, cudaStream_t stream, const RgemmTile* tile_in, std::string* kernel_name,
+               const RepackedMatmulOptions& options) {
   const int pieces = repacked_pieces(x.dtype);
   const bool direct = pieces == 1 && rows_readable_in_place(x, w.k);
-  GemvArgs a = weight_args(wv);
+  GemvArgs a = weight_args(WeightView{w.packed, w.scales, w.tensor_scale, w.n, w.k});
+  a.pdl = options.overlapped_launch;
+  const RgemmTile tile = tile_in ? *tile_in : rgemm_pick_tile(device_info().sms, w.n, w.k, pieces * x.rows);
+  run_row_chunks(op, shape, x, y, pieces, direct, static_cast<int>(std::min<std::int64_t>(x.rows, 1 << 30)), stream, a,
+                 [&](const GemvArgs& la) {
+    const std::size_t bytes = rgemm_workspace_bytes(la, tile);
+    void* ws = nullptr;
+    if (bytes > 0) {
+      const cudaError_t e = scratch_alloc(&ws, bytes, stream);
+      if (e != cudaSuccess) return e;
+    }
+    const cudaError_t e = gemm_nvfp4_sm90_repacked(la, tile, ws, stream);
+    const cudaError_t e2 = ws ? scratch_free(ws, stream) : cudaSuccess;
+    return e != cudaSuccess ? e : e2;
+  });
+  if (kernel_name) *kernel_name = gemm_nvfp4_sm90_repacked_name(tile);
+}
+
+}  // namespace
+
+void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightView& w, const MatrixView& y, void* stream_v,
+                                    const GemvTile* tile_in, std::string* kernel_name,
+                                    const RepackedMatmulOptions& options) {
+  const char* op = "cuda::quantized_matmul_repacked";
+  const std::string shape = validate_repacked(op, x, w, y);
+  if (x.rows == 0) return;
+  require_valid_tile(op, tile_in);
+  cudaStream_t stream = static_cast<cudaStream_t>(stream_v);
+  const int pieces = repacked_pieces(x.dtype);
+  // More than 16 virtual rows: the repacked GEMM reads the weights once for up to 64 of them
+  // (docs/perf-cuda.md 21). An explicit GEMV tile (tests, tuner) keeps the GEMV in launches of
+  // 16 virtual rows, so every GEMV tile can be checked at any M.
+  if (!tile_in && std::int64_t{pieces} * x.rows > kMaxRows && rgemm_supported(w)) {
+    run_rgemm(op, shape, x, w, y, stream, nullptr, kernel_name, options);
+    return;
+  }
+  // The GEMV reads bf16 rows only. bf16 rows it can read in place go direct; everything else
+  // (fp16 -> 2 exact bf16 pieces, fp32 -> 3, padded or unaligned bf16 -> 1) is prepared into a
+  // stream-ordered workspace. At most 16 virtual rows per launch (the kernel's two n8 tiles).
+  const bool direct = pieces == 1 && rows_readable_in_place(x, w.k);
+  GemvArgs a = weight_args(WeightView{w.packed, w.scales, w.tensor_scale, w.n, w.k});
   a.pdl = options.overlapped_launch;
   a.early_weights = options.weights_read_early;
   const int cc = tile_in ? 0 : device_cc();
@@ -303,6 +352,18 @@ void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightVie
     return gemv_nvfp4_sm90_repacked(l2, tile, stream);
   });
   if (kernel_name) *kernel_name = name;
+}
+
+void quantized_matmul_repacked_rgemm(const MatrixView& x, const RepackedWeightView& w, const MatrixView& y, void* stream,
+                                     const RgemmTile* tile, std::string* kernel_name, const RepackedMatmulOptions& options) {
+  const char* op = "cuda::quantized_matmul_repacked";
+  const std::string shape = validate_repacked(op, x, w, y);
+  if (x.rows == 0) return;
+  if (!rgemm_supported(w)) fail(op, "the repacked GEMM needs 16-byte aligned scales (" + shape + ")");
+  if (tile && !rgemm_tile_valid(*tile))
+    fail(op, "invalid GEMM tile nb=" + std::to_string(tile->nb) +
+                 " k_split=" + std::to_string(tile->k_split));
+  run_rgemm(op, shape, x, w, y, static_cast<cudaStream_t>(stream), tile, kernel_name, options);
 }
 
 void quantized_matmul_repacked(const MatrixView& x, const RepackedWeightView& w, const MatrixView& y, void* stream,

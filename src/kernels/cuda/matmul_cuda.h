@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/cuda/gemm_nvfp4_sm90_repacked.h"
 #include "kernels/cuda/tuning_sm90.h"
 #include "nvfp4/cuda.h"
 #include "nvfp4/tensor.h"
@@ -20,6 +21,12 @@ void quantized_matmul_tile(const MatrixView& x, const WeightView& w, const Matri
 void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightView& w, const MatrixView& y, void* stream,
                                     const GemvTile* tile, std::string* kernel_name = nullptr,
                                     const RepackedMatmulOptions& options = {});
+
+// As quantized_matmul_repacked, always through the repacked GEMM (any M), with an explicit
+// block shape (nullptr: the built-in choice, rgemm_pick_tile).
+void quantized_matmul_repacked_rgemm(const MatrixView& x, const RepackedWeightView& w, const MatrixView& y, void* stream,
+                                     const RgemmTile* tile, std::string* kernel_name = nullptr,
+                                     const RepackedMatmulOptions& options = {});
 
 // The repacked kernel reads bf16 rows only: an activation row of `t` runs as this many exact
 // bf16 pieces (virtual rows): 1 (bf16), 2 (fp16), 3 (fp32).
