@@ -61,7 +61,12 @@ int main(int argc, char** argv) {
       shapes_arg = "1x16384x16384,1x16384x28672,1x151936x2560,1x4096x14336,1x28672x4096,1x4096x512,1x4096x4096,"
                    "1x1024x4096,1x6144x4096,1x14336x4096,1x128256x4096,"
                    "2x16384x16384,4x16384x16384,8x16384x16384,16x16384x16384,2x4096x14336,4x4096x14336,"
-                   "8x4096x14336,16x4096x14336,2048x4096x14336,2048x28672x4096";
+                   "8x4096x14336,16x4096x14336,2048x4096x14336,2048x28672x4096,"
+                   // Batched decode (the repacked GEMM above 16 rows, side by side with the GEMV in
+                   // launches of 16): Llama-3-8B's q/o, k/v, gate/up, down and lm_head at M = 64,
+                   // 4096 x 4096 at M = 24..256.
+                   "24x4096x4096,32x4096x4096,64x4096x4096,128x4096x4096,256x4096x4096,64x1024x4096,64x14336x4096,"
+                   "64x4096x14336,64x128256x4096";
     std::stringstream ss(shapes_arg);
     std::string tok;
     while (std::getline(ss, tok, ',')) {
