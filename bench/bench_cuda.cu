@@ -380,9 +380,9 @@ std::vector<Row> run_cuda(const Options& opts) {
       repacked_row("nvfp4_repacked_plain", nullptr, plain);
       const std::int64_t vrows_all = s.m * cuda::repacked_pieces(dt);
       if (vrows_all > 16) {
-        // Side by side above 16 virtual rows: the GEMV in launches of 16 rows (its table tile),
-        // which every call of this size ran before the GEMM, and (NVFP4_BENCH_RGEMM_SWEEP=1)
-        // every GEMM block shape, each validated like the rest.
+        // Side by side above 16 virtual rows: the GEMV in launches of 16 rows (its table tile;
+        // the default call from 25 rows on is the GEMM) and (NVFP4_BENCH_RGEMM_SWEEP=1) every
+        // GEMM block shape and K split, each validated like the rest.
         const cuda::GemvTile t16 = cuda::gemv_lookup_tile(cuda::device_cc(), s.n, s.k, cuda::GemvLayout::kRepacked, 16);
         repacked_row("nvfp4_repacked_gemv16", &t16, {});
         if (const char* sw = std::getenv("NVFP4_BENCH_RGEMM_SWEEP"); sw && *sw == '1')

@@ -125,7 +125,8 @@ fi
 if want bench; then
   say "benchmark (bf16, cold weights, built-in table; NVFP4_BENCH_LEGACY=1 adds the first kernel side by side)"
   # NVFP4_BENCH_SHAPES=MxNxK,... narrows the shapes (default: the driver's list); bf16 rows at
-  # M <= 16 also time the repacked weights (variant nvfp4_repacked) side by side.
+  # every M also time the repacked weights (variant nvfp4_repacked: the GEMV, or from 25 rows the
+  # repacked GEMM, then also nvfp4_repacked_gemv16) side by side.
   # With a fresh $OUT/tuning.json (step tune), every repacked row is also timed with that table's
   # tile (variant nvfp4_repacked_tuned): same weights, rotation and run as the built-in tile.
   TUNED=""

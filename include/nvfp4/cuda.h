@@ -67,9 +67,9 @@ struct RepackedMatmulOptions {
 // y = x . dequant(w)^T on repacked device weights, any M. Activations bf16, fp16 or fp32
 // (x.cols may be < K only through padding: x.cols in (K-16, K]); output in the activation dtype.
 // bf16 rows read directly count one row each, fp16/fp32 rows are split exactly into 2/3 bf16
-// pieces in a stream-ordered workspace first (2/3 rows each). Up to 16 such rows: the GEMV.
-// More: the repacked GEMM, which reads the weights once per 32 or 64 rows (needs 16-byte aligned
-// scales; otherwise the GEMV runs in launches of 16 rows). Same tolerance as quantized_matmul;
+// pieces in a stream-ordered workspace first (2/3 rows each). Up to 24 such rows: the GEMV, in
+// launches of 16. More: the repacked GEMM, which reads the weights once per 32 or 64 rows (needs
+// 16-byte aligned scales; otherwise the GEMV runs on). Same tolerance as quantized_matmul;
 // one-hot rows recover dequantize_ref exactly. Measured on an H200 (docs/perf-cuda.md 21): up to
 // ~128 bf16 rows this beats the canonical weights' prefill path (a dense panel + cuBLAS); for
 // prefill-sized M keep the canonical weights and call quantized_matmul.

@@ -1198,6 +1198,56 @@ TEST(CudaRgemm, SmallRunsForTheSanitizers) {
   }
 }
 
+// The public repacked call picks the GEMV up to 24 virtual rows and the GEMM from 25
+// (kRgemmMinVirtualRows): bf16 M = 24 / 25, fp16 M = 12 / 13 (2 pieces), fp32 M = 8 / 9 (3
+// pieces); scales that are only 4-byte aligned keep the GEMV. Results match the oracle either way.
+TEST(CudaRgemm, PublicRouteByVirtualRows) {
+  REQUIRE_GPU();
+  const std::uint64_t seed = 2525;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::int64_t n = 64, k = 256;
+  const QuantizedWeight qw = random_weight(n, k, seed);
+  const DevWeight dw(qw);
+  for (const auto& [dt, m_gemv] : {std::pair<DType, std::int64_t>{DType::kBF16, 24}, {DType::kF16, 12}, {DType::kF32, 8}})
+    for (const std::int64_t m : {m_gemv, m_gemv + 1}) {
+      const Tensor x = random_x(dt, m, k, seed + m);
+      Tensor y = nan_tensor(dt, m, n);
+      const DeviceCopy dx(x.data(), x.bytes.size()), dy(y.data(), y.bytes.size());
+      std::string name;
+      cuda::quantized_matmul_repacked_tile(MatrixView{dx.p, dt, m, k, k}, dw.view(), MatrixView{dy.p, dt, m, n, n}, nullptr,
+                                           nullptr, &name);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const bool gemm = name.rfind("gemm_nvfp4_sm90_rg_", 0) == 0;
+      EXPECT_EQ(gemm, m > m_gemv) << dtype_name(dt) << " M=" << m << " ran " << name;
+      dy.back(y.data());
+      Tensor xc = x;
+      check_against_oracle(MatrixView{xc.data(), dt, m, k, k}, qw, MatrixView{y.data(), dt, m, n, n},
+                           std::string("route ") + dtype_name(dt) + " M=" + std::to_string(m));
+    }
+  // Scales at a 4-byte (not 16-byte) offset: the GEMV runs, the GEMM entry point refuses.
+  void* s4 = nullptr;
+  ASSERT_EQ(cudaMalloc(&s4, qw.scales.size() + 16), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(static_cast<char*>(s4) + 4, dw.rs, qw.scales.size(), cudaMemcpyDeviceToDevice), cudaSuccess);
+  cuda::RepackedWeightView v = dw.view();
+  v.scales = static_cast<const std::uint8_t*>(s4) + 4;
+  const Tensor x = random_x(DType::kBF16, 40, k, seed);
+  Tensor y = nan_tensor(DType::kBF16, 40, n);
+  const DeviceCopy dx(x.data(), x.bytes.size()), dy(y.data(), y.bytes.size());
+  std::string name;
+  cuda::quantized_matmul_repacked_tile(MatrixView{dx.p, DType::kBF16, 40, k, k}, v, MatrixView{dy.p, DType::kBF16, 40, n, n},
+                                       nullptr, nullptr, &name);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(name.rfind("gemv_", 0), 0u) << name;
+  dy.back(y.data());
+  Tensor xc = x;
+  check_against_oracle(MatrixView{xc.data(), DType::kBF16, 40, k, k}, qw, MatrixView{y.data(), DType::kBF16, 40, n, n},
+                       "4-byte aligned scales");
+  EXPECT_THROW(cuda::quantized_matmul_repacked_rgemm(MatrixView{dx.p, DType::kBF16, 40, k, k}, v,
+                                                     MatrixView{dy.p, DType::kBF16, 40, n, n}, nullptr, nullptr),
+               Error);
+  cudaFree(s4);
+}
+
 #endif  // NVFP4_HAVE_CUDA
 
 }  // namespace

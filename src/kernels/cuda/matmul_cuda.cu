@@ -9,8 +9,8 @@
 //            stream-ordered workspace (scratch.h: a retained pool; cudaMallocAsync when captured).
 // M > 16 (prefill): gemm_nvfp4_cublas.cu (decode to a dense panel + cuBLAS, near the dense
 // rate: see its header). With an explicit tile (tests, tuner) the GEMV runs once per chunk of 16
-// rows instead, so every tile can be checked at any M. Repacked weights above 16 virtual rows:
-// the repacked GEMM (gemm_nvfp4_sm90_repacked.cu).
+// rows instead, so every tile can be checked at any M. Repacked weights from 25 virtual rows
+// (kRgemmMinVirtualRows): the repacked GEMM (gemm_nvfp4_sm90_repacked.cu).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -317,10 +317,10 @@ void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightVie
   require_valid_tile(op, tile_in);
   cudaStream_t stream = static_cast<cudaStream_t>(stream_v);
   const int pieces = repacked_pieces(x.dtype);
-  // More than 16 virtual rows: the repacked GEMM reads the weights once for up to 64 of them
-  // (docs/perf-cuda.md 21). An explicit GEMV tile (tests, tuner) keeps the GEMV in launches of
-  // 16 virtual rows, so every GEMV tile can be checked at any M.
-  if (!tile_in && std::int64_t{pieces} * x.rows > kMaxRows && rgemm_supported(w)) {
+  // From kRgemmMinVirtualRows virtual rows: the repacked GEMM reads the weights once for up to 64
+  // of them (docs/perf-cuda.md 21). An explicit GEMV tile (tests, tuner) keeps the GEMV in
+  // launches of 16 virtual rows, so every GEMV tile can be checked at any M.
+  if (!tile_in && std::int64_t{pieces} * x.rows >= kRgemmMinVirtualRows && rgemm_supported(w)) {
     run_rgemm(op, shape, x, w, y, stream, nullptr, kernel_name, options);
     return;
   }

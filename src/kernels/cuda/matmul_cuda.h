@@ -31,6 +31,13 @@ void quantized_matmul_repacked_rgemm(const MatrixView& x, const RepackedWeightVi
 // The repacked kernel reads bf16 rows only: an activation row of `t` runs as this many exact
 // bf16 pieces (virtual rows): 1 (bf16), 2 (fp16), 3 (fp32).
 inline int repacked_pieces(DType t) { return t == DType::kF32 ? 3 : (t == DType::kF16 ? 2 : 1); }
+// Repacked calls with at least this many virtual rows run the repacked GEMM; fewer run the GEMV
+// in launches of 16. Below it the GEMV's second launch holds <= 8 rows (the M <= 8 kernel, near
+// the M = 1 time) and wins; H200, 2026-12-01, graph us, GEMM / GEMV launches: bf16 M = 20
+// 4096 x 4096 13.07 / 10.60, 14336 x 4096 29.88 / 23.92; M = 24 4096 x 14336 22.94 / 21.99;
+// M = 32 4096 x 4096 12.04 / 12.05, 16384^2 77.08 / 92.28; fp32 M = 9 (27 rows) 16384^2 81.25 /
+// 94.0 (bench/results/cuda-2026-12-01-h200-rgemm-*.json; docs/perf-cuda.md 21).
+constexpr std::int64_t kRgemmMinVirtualRows = 25;
 // RepackedMatmulOptions::weights_read_early is honoured in launches of at most this many virtual
 // rows (the M <= 8 kernel; docs/perf-cuda.md 19.2).
 constexpr std::int64_t kEarlyMaxVirtualRows = 8;
