@@ -1248,6 +1248,54 @@ TEST(CudaRgemm, PublicRouteByVirtualRows) {
   cudaFree(s4);
 }
 
+// Non-finite activations through the repacked GEMM: a row with +Inf at one k and a row with NaN
+// at another give, like the oracle, NaN wherever the oracle has NaN (Inf x 0 included) and the
+// oracle's +-Inf where it has one; the other rows stay within tolerance. bf16 and fp32 (whose
+// Inf/NaN ride in the first bf16 piece), with and without a K split.
+TEST(CudaRgemm, NonFiniteActivationsPropagateLikeTheOracle) {
+  REQUIRE_GPU();
+  const std::uint64_t seed = 3131;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::int64_t n = 272, k = 1024, m = 40;
+  const QuantizedWeight qw = random_weight(n, k, seed);
+  const DevWeight dw(qw);
+  for (const DType dt : {DType::kBF16, DType::kF32})
+    for (const cuda::RgemmTile t : {cuda::RgemmTile{8, 1}, cuda::RgemmTile{4, 3}}) {
+      Tensor x = random_x(dt, m, k, seed + 1);
+      x.set(3 * k + 77, INFINITY);
+      x.set(17 * k + 500, NAN);
+      x.set(29 * k + 1000, -INFINITY);
+      Tensor y = nan_tensor(dt, m, n);
+      run_rgemm(dw, x, y, m, &t);
+      Tensor xf(DType::kF32, {m, k}), ref(DType::kF32, {m, n});
+      for (std::int64_t i = 0; i < x.numel(); ++i) xf.set(i, x.get(i));
+      quantized_matmul_ref(MatrixView{xf.data(), DType::kF32, m, k, k}, qw.view(), MatrixView{ref.data(), DType::kF32, m, n, n});
+      int bad = 0, nonfinite = 0;
+      for (const std::int64_t r : {3, 17, 29})
+        for (std::int64_t j = 0; j < n; ++j) {
+          const float got = y.get(r * n + j), want = ref.get(r * n + j);
+          ASSERT_FALSE(std::isfinite(want)) << "the oracle row " << r << " should not be finite";
+          nonfinite += std::isnan(want) ? 0 : 1;
+          const bool same = std::isnan(want) ? std::isnan(got) : got == want;
+          if (!same && ++bad <= 5)
+            ADD_FAILURE() << dtype_name(dt) << " nb" << t.nb << " ks" << t.k_split << " y[" << r << "," << j << "] = " << got
+                          << ", oracle " << want;
+        }
+      EXPECT_EQ(bad, 0);
+      EXPECT_GT(nonfinite, 0) << "some outputs should be +-Inf, not NaN, for the test to mean anything";
+      Tensor xs(dt, {m - 3, k}), ys(dt, {m - 3, n});  // the finite rows
+      std::int64_t rr = 0;
+      for (std::int64_t r = 0; r < m; ++r) {
+        if (r == 3 || r == 17 || r == 29) continue;
+        for (std::int64_t c = 0; c < k; ++c) xs.set(rr * k + c, x.get(r * k + c));
+        for (std::int64_t c = 0; c < n; ++c) ys.set(rr * n + c, y.get(r * n + c));
+        ++rr;
+      }
+      check_against_oracle(MatrixView{xs.data(), dt, m - 3, k, k}, qw, MatrixView{ys.data(), dt, m - 3, n, n},
+                           std::string("rgemm finite rows next to non-finite ones, ") + dtype_name(dt));
+    }
+}
+
 #endif  // NVFP4_HAVE_CUDA
 
 }  // namespace

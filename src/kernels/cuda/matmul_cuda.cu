@@ -279,7 +279,10 @@ std::string validate_repacked(const char* op, const MatrixView& x, const Repacke
 
 // The repacked GEMM copies scales 16 bytes at a time (cp.async): their base must be 16-byte
 // aligned (the GEMV needs 4; a view that is not runs the GEMV in launches of 16 rows instead).
-bool rgemm_supported(const RepackedWeightView& w) { return reinterpret_cast<std::uintptr_t>(w.scales) % 16 == 0; }
+// Its row blocks (128 rows) are the launch grid's y dimension, at most 65535: N <= 8,388,480.
+bool rgemm_supported(const RepackedWeightView& w) {
+  return reinterpret_cast<std::uintptr_t>(w.scales) % 16 == 0 && w.n <= std::int64_t{65535} * 128;
+}
 
 // The repacked GEMM (gemm_nvfp4_sm90_repacked.cu) over all rows of x in one launch: activations
 // prepared as for the GEMV (all rows at once), then its K-split workspace from the scratch pool.
@@ -359,7 +362,7 @@ void quantized_matmul_repacked_rgemm(const MatrixView& x, const RepackedWeightVi
   const char* op = "cuda::quantized_matmul_repacked";
   const std::string shape = validate_repacked(op, x, w, y);
   if (x.rows == 0) return;
-  if (!rgemm_supported(w)) fail(op, "the repacked GEMM needs 16-byte aligned scales (" + shape + ")");
+  if (!rgemm_supported(w)) fail(op, "the repacked GEMM needs 16-byte aligned scales and N <= 8388480 (" + shape + ")");
   if (tile && !rgemm_tile_valid(*tile))
     fail(op, "invalid GEMM tile nb=" + std::to_string(tile->nb) +
                  " k_split=" + std::to_string(tile->k_split));
