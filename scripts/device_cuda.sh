@@ -10,7 +10,7 @@
 # (taskset, NVFP4_NUM_THREADS=2): the CPU tests (the AMX ones run where the host has AMX) and
 # `nvfp4 bench --backend cpu` at the issue-5 shapes -> cpu_tests.json, cpu_bench.json.
 #
-# Writes under $OUT (default ./device-out): device.log (everything), tests.json, tuning.json,
+# Writes under $OUT (default ./device-out; NVFP4_OUT_TAR=1 packs it into one device-out.tgz at the end): device.log (everything), tests.json, tuning.json,
 # bench.json, replay.json (the main job: `nvfp4 bench`), replay_fused.json (the same with `--fuse`), compare_*.json (A/B on the GPU). Dependencies: when the machine lacks the Debian -dev packages (fmt, nlohmann-json,
 # CLI11, Highway, GoogleTest, OpenBLAS, pkgconf), put their .deb files in .devdeps/ (ignored by
 # git; `apt-get download` them on a Debian 12 host) and carry that folder: they are unpacked
@@ -214,4 +214,10 @@ if named cpu; then
     --json "$OUT/cpu_bench.json" || STATUS=1
 fi
 say "done, status $STATUS"
+# NVFP4_OUT_TAR=1: pack everything under $OUT into $OUT/device-out.tgz and keep only that: the
+# device tool returns a limited number of files per call (a full run writes ~20; on 2026-12-01 one
+# run's replay JSONs and log did not come back and had to be measured again).
+if [ "${NVFP4_OUT_TAR:-0}" = 1 ]; then
+  tar czf /tmp/nvfp4-device-out.tgz -C "$OUT" . && find "$OUT" -mindepth 1 -delete && mv /tmp/nvfp4-device-out.tgz "$OUT/device-out.tgz"
+fi
 exit $STATUS
