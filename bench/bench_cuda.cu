@@ -355,25 +355,32 @@ std::vector<Row> run_cuda(const Options& opts) {
                                         static_cast<const std::uint8_t*>(rsc[c]->p), ts, s.n, s.k};
       };
       // One repacked variant: validate (poisoned output, oracle), then time over the rotation.
-      auto repacked_row = [&](const std::string& variant, const cuda::GemvTile* tile, const cuda::RepackedMatmulOptions& o) {
+      // call(c, kname) runs the variant on copy c; kname (validation call only) gets the kernel
+      // that ran, `suffix` is appended to it in the row.
+      auto variant_row = [&](const std::string& variant, const std::string& suffix, const auto& call) {
         Row q = r;
         q.variant = variant;
         poison(dy.p, ybytes);
         std::string kname;
-        cuda::quantized_matmul_repacked_tile(xv, rview(0), yv, st, tile, &kname, o);
+        call(std::size_t{0}, &kname);
         ck(cudaStreamSynchronize(st), variant + " run");
-        q.kernel = tile ? kname + "_w" + std::to_string(tile->warps_per_block) + "_ks" + std::to_string(tile->k_split) : kname;
-        validate(q, variant);
-        time_calls(q, opts, copies, st, [&](std::size_t c) {
-          cuda::quantized_matmul_repacked_tile(xv, rview(c), yv, st, tile, nullptr, o);
-        });
+        q.kernel = kname + suffix;
+        validate(q, variant + " (" + q.kernel + ")");
+        time_calls(q, opts, copies, st, [&](std::size_t c) { call(c, nullptr); });
         q.gbps = q.bytes / q.us_median / 1e3;
         q.gflops = 2.0 * s.m * s.n * s.k / q.us_median / 1e3;
         rows.push_back(q);
       };
+      auto repacked_row = [&](const std::string& variant, const cuda::GemvTile* tile, const cuda::RepackedMatmulOptions& o) {
+        variant_row(variant,
+                    tile ? "_w" + std::to_string(tile->warps_per_block) + "_ks" + std::to_string(tile->k_split) : "",
+                    [&](std::size_t c, std::string* kname) {
+                      cuda::quantized_matmul_repacked_tile(xv, rview(c), yv, st, tile, kname, o);
+                    });
+      };
       // The default call (overlapped launch where the table allows it: back-to-back calls in
       // the graph overlap one kernel's tail with the next one's launch), and the plain launch.
-      // Above 16 virtual rows the default call is the repacked GEMM.
+      // From 25 virtual rows the default call is the repacked GEMM.
       repacked_row("nvfp4_repacked", nullptr, {});
       cuda::RepackedMatmulOptions plain;
       plain.overlapped_launch = false;
@@ -387,24 +394,13 @@ std::vector<Row> run_cuda(const Options& opts) {
         repacked_row("nvfp4_repacked_gemv16", &t16, {});
         if (const char* sw = std::getenv("NVFP4_BENCH_RGEMM_SWEEP"); sw && *sw == '1')
           for (const int nb : {4, 8})
-              for (const int ks : {1, 2, 4, 8, 16}) {
-                const cuda::RgemmTile t{nb, ks};
-                if (ks > 1 && ks * 4 > s.k / 128) continue;  // < 4 chunk pairs per split
-                Row q = r;
-                q.variant = "nvfp4_rgemm_sweep";
-                poison(dy.p, ybytes);
-                std::string kname;
-                cuda::quantized_matmul_repacked_rgemm(xv, rview(0), yv, st, &t, &kname);
-                ck(cudaStreamSynchronize(st), "rgemm sweep run");
-                q.kernel = kname + "_ks" + std::to_string(ks);
-                validate(q, q.kernel);
-                time_calls(q, opts, copies, st, [&](std::size_t c) {
-                  cuda::quantized_matmul_repacked_rgemm(xv, rview(c), yv, st, &t);
-                });
-                q.gbps = q.bytes / q.us_median / 1e3;
-                q.gflops = 2.0 * s.m * s.n * s.k / q.us_median / 1e3;
-                rows.push_back(q);
-              }
+            for (const int ks : {1, 2, 4, 8, 16}) {
+              const cuda::RgemmTile t{nb, ks};
+              if (ks > 1 && ks * 4 > s.k / 128) continue;  // < 4 chunk pairs per split
+              variant_row("nvfp4_rgemm_sweep", "_ks" + std::to_string(ks), [&](std::size_t c, std::string* kname) {
+                cuda::quantized_matmul_repacked_rgemm(xv, rview(c), yv, st, &t, kname);
+              });
+            }
       }
       // Weights read before the PDL wait (RepackedMatmulOptions::weights_read_early; the rotated
       // weights here are never written, which that option requires). The API honours it at <= 8

@@ -266,7 +266,8 @@ cudaError_t launch_rg(const GemvArgs& a, const RgemmTile& t, void* workspace, cu
   const std::size_t smem = std::max<std::size_t>(static_cast<std::size_t>(kStages) * rg_stage_bytes(W, RT, NB),
                                                  static_cast<std::size_t>(W) * 8 * NB * kRedPitch * sizeof(float));
   // > 48 KB of dynamic shared memory must be allowed per kernel (CUDA programming guide); set on
-  // every launch (a host-side attribute, cheap, and right for whichever device is current).
+  // every launch (a host-side attribute, cheap, and right for whichever device is current). Not
+  // cached: a cudaDeviceReset clears it, and a stale cache would fail the launch.
   const void* fn = reinterpret_cast<const void*>(gemm_nvfp4_rg_kernel<W, RT, NB>);
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (e != cudaSuccess) return e;

@@ -262,9 +262,12 @@ void repack_for_gemv_sm90(const WeightView& w, std::uint8_t* packed_out, std::ui
 
 namespace {
 
+// The repacked bytes under the canonical view's fields (shape, tensor scale; the layout differs).
+WeightView as_weight_view(const RepackedWeightView& w) { return {w.packed, w.scales, w.tensor_scale, w.n, w.k}; }
+
 // Checks shared by the repacked entry points; returns the shape string for messages.
 std::string validate_repacked(const char* op, const MatrixView& x, const RepackedWeightView& w, const MatrixView& y) {
-  const WeightView wv{w.packed, w.scales, w.tensor_scale, w.n, w.k};
+  const WeightView wv = as_weight_view(w);
   validate_matmul(op, x, wv, y);
   const std::string shape = shape_of(x, wv);
   if (!repack_for_gemv_sm90_supported(w.n, w.k)) fail(op, "repacked weights need N % 16 == 0 and K % 128 == 0 (" + shape + ")");
@@ -291,7 +294,7 @@ void run_rgemm(const char* op, const std::string& shape, const MatrixView& x, co
                const RepackedMatmulOptions& options) {
   const int pieces = repacked_pieces(x.dtype);
   const bool direct = pieces == 1 && rows_readable_in_place(x, w.k);
-  GemvArgs a = weight_args(WeightView{w.packed, w.scales, w.tensor_scale, w.n, w.k});
+  GemvArgs a = weight_args(as_weight_view(w));
   a.pdl = options.overlapped_launch;
   const RgemmTile tile = tile_in ? *tile_in : rgemm_pick_tile(device_info().sms, w.n, w.k, pieces * x.rows);
   run_row_chunks(op, shape, x, y, pieces, direct, static_cast<int>(std::min<std::int64_t>(x.rows, 1 << 30)), stream, a,
@@ -331,7 +334,7 @@ void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightVie
   // (fp16 -> 2 exact bf16 pieces, fp32 -> 3, padded or unaligned bf16 -> 1) is prepared into a
   // stream-ordered workspace. At most 16 virtual rows per launch (the kernel's two n8 tiles).
   const bool direct = pieces == 1 && rows_readable_in_place(x, w.k);
-  GemvArgs a = weight_args(WeightView{w.packed, w.scales, w.tensor_scale, w.n, w.k});
+  GemvArgs a = weight_args(as_weight_view(w));
   a.pdl = options.overlapped_launch;
   a.early_weights = options.weights_read_early;
   const int cc = tile_in ? 0 : device_cc();
