@@ -320,6 +320,42 @@ std::vector<Row> run_cuda(const Options& opts) {
     r.gbps = r.bytes / r.us_median / 1e3;  // bench.h: bytes / us_median (graph GB/s = bytes / us_graph)
     r.gflops = 2.0 * s.m * s.n * s.k / r.us_median / 1e3;
     rows.push_back(r);
+    // One variant row: validate (poisoned output, oracle), then time over the rotation.
+    // call(c, kname) runs the variant on copy c; kname (validation call only) gets the kernel
+    // that ran, `suffix` is appended to it in the row.
+    auto variant_row = [&](const std::string& variant, const std::string& suffix, const auto& call) {
+      Row q = r;
+      q.variant = variant;
+      poison(dy.p, ybytes);
+      std::string kname;
+      call(std::size_t{0}, &kname);
+      ck(cudaStreamSynchronize(st), variant + " run");
+      q.kernel = kname + suffix;
+      validate(q, variant + " (" + q.kernel + ")");
+      time_calls(q, opts, copies, st, [&](std::size_t c) { call(c, nullptr); });
+      q.gbps = q.bytes / q.us_median / 1e3;
+      q.gflops = 2.0 * s.m * s.n * s.k / q.us_median / 1e3;
+      rows.push_back(q);
+    };
+    if (s.m > 16) {
+      // Side by side above 16 rows: the dense-panel path (decode + cuBLAS, the default before the
+      // wgmma GEMM) and (NVFP4_BENCH_WG_SWEEP=1) every wgmma-GEMM block shape and K split, each
+      // validated like the rest.
+      variant_row("nvfp4_panel", "", [&](std::size_t c, std::string* kname) {
+        cuda::quantized_matmul_panel(xv, wview(c), yv, st);
+        if (kname) *kname = "gemm_nvfp4_dequant_cublas";
+      });
+      if (const char* sw = std::getenv("NVFP4_BENCH_WG_SWEEP");
+          sw && *sw == '1' && dt == DType::kBF16 && cuda::wgemm_supported(wview(0).packed, wview(0).scales, s.n, s.k))
+        for (const int bn : {64, 128})
+          for (const int ks : {1, 2, 4, 8}) {
+            const cuda::WgemmTile t{bn, ks};
+            if (ks > 1 && ks * 8 > s.k / 64) continue;  // < 8 stages per split
+            variant_row("nvfp4_wg_sweep", "_ks" + std::to_string(ks), [&](std::size_t c, std::string* kname) {
+              cuda::quantized_matmul_wgemm(xv, wview(c), yv, st, &t, kname);
+            });
+          }
+    }
     if (const char* lg = std::getenv("NVFP4_BENCH_LEGACY"); lg && *lg == '1') {
       // Side-by-side: the first (B = weights) kernel with the same table tile, same weights and
       // rotation, in the same run (docs/perf-cuda.md, before/after).
@@ -353,23 +389,6 @@ std::vector<Row> run_cuda(const Options& opts) {
       auto rview = [&](std::size_t c) {
         return cuda::RepackedWeightView{static_cast<const std::uint8_t*>(rpk[c]->p),
                                         static_cast<const std::uint8_t*>(rsc[c]->p), ts, s.n, s.k};
-      };
-      // One repacked variant: validate (poisoned output, oracle), then time over the rotation.
-      // call(c, kname) runs the variant on copy c; kname (validation call only) gets the kernel
-      // that ran, `suffix` is appended to it in the row.
-      auto variant_row = [&](const std::string& variant, const std::string& suffix, const auto& call) {
-        Row q = r;
-        q.variant = variant;
-        poison(dy.p, ybytes);
-        std::string kname;
-        call(std::size_t{0}, &kname);
-        ck(cudaStreamSynchronize(st), variant + " run");
-        q.kernel = kname + suffix;
-        validate(q, variant + " (" + q.kernel + ")");
-        time_calls(q, opts, copies, st, [&](std::size_t c) { call(c, nullptr); });
-        q.gbps = q.bytes / q.us_median / 1e3;
-        q.gflops = 2.0 * s.m * s.n * s.k / q.us_median / 1e3;
-        rows.push_back(q);
       };
       auto repacked_row = [&](const std::string& variant, const cuda::GemvTile* tile, const cuda::RepackedMatmulOptions& o) {
         variant_row(variant,

@@ -87,12 +87,13 @@ double checked_err(const std::vector<float>& y, const std::vector<float>& ref, s
 
 // The largest M that runs on the repacked weights, as an engine holding both layouts would
 // choose. Up to 16 rows the repacked GEMV; above, the repacked GEMM (gemm_nvfp4_sm90_repacked.cu),
-// which reads the weights once per 32 or 64 rows; the canonical path decodes a dense panel for
-// cuBLAS, the same cost at any small M. Llama-3-8B decode on an H200 (2026-12-01, ms per step,
-// repacked / panel): B = 128 10.03 / 13.58; per linear at M = 256 the panel wins (4096 x 4096:
-// 33.2 against 46.1 us) (docs/perf-cuda.md 19.9, 21). So decode steps of up to 128 sequences run
-// on the repacked weights; prefill only where M <= 16 (lm_head).
-std::int64_t max_repacked_rows(const ReplayOptions& o) { return o.mode == ReplayMode::kDecode ? 128 : 16; }
+// which reads the weights once per 32 or 64 rows with mma.sync. From 64 rows the canonical
+// weights' wgmma GEMM (gemm_nvfp4_sm90_wgmma.cu) is faster per linear (H200, 2026-12-01, graph
+// us, wgmma / repacked GEMM: M = 64 4096 x 4096 14.50 / 15.79; M = 128 19.56 / 25.56, 14336 x
+// 4096 52.79 / 79.92; docs/perf-cuda.md 22), and at 32 the repacked GEMM leads (12.0 us against
+// the wgmma GEMM's ~14 at its 64-row minimum tile). So decode steps of up to 48 sequences run on
+// the repacked weights; prefill only where M <= 16 (lm_head).
+std::int64_t max_repacked_rows(const ReplayOptions& o) { return o.mode == ReplayMode::kDecode ? 48 : 16; }
 
 class CudaReplay final : public ReplayEngine {
  public:

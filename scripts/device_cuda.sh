@@ -173,10 +173,10 @@ if want sanitize; then
   if command -v compute-sanitizer >/dev/null; then
     say "compute-sanitizer memcheck"
     timeout "${SAN_TIMEOUT:-180}" compute-sanitizer --tool memcheck --error-exitcode 3 "$TB" --gtest_brief=1 \
-      --gtest_filter="${MEMCHECK_FILTER:--CudaGemv.EveryTile*:CudaTuning.Autotune*:CudaRgemm.OneHot*}" || { echo "memcheck FAILED rc=$?"; STATUS=1; }
+      --gtest_filter="${MEMCHECK_FILTER:--CudaGemv.EveryTile*:CudaTuning.Autotune*:CudaRgemm.OneHot*:CudaWgemm.OneHot*}" || { echo "memcheck FAILED rc=$?"; STATUS=1; }
     say "compute-sanitizer racecheck"
     timeout "${SAN_TIMEOUT:-150}" compute-sanitizer --tool racecheck --error-exitcode 3 "$TB" --gtest_brief=1 \
-      --gtest_filter="${RACECHECK_FILTER:-CudaGemv.EveryTile*:CudaGemv.Strided*:CudaRgemm.Small*}" || { echo "racecheck FAILED rc=$?"; STATUS=1; }
+      --gtest_filter="${RACECHECK_FILTER:-CudaGemv.EveryTile*:CudaGemv.Strided*:CudaRgemm.Small*:CudaWgemm.Small*}" || { echo "racecheck FAILED rc=$?"; STATUS=1; }
   else
     echo "compute-sanitizer not found"
   fi

@@ -19,6 +19,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cuda/gemm_nvfp4_cublas.h"
@@ -1294,6 +1295,233 @@ TEST(CudaRgemm, NonFiniteActivationsPropagateLikeTheOracle) {
       check_against_oracle(MatrixView{xs.data(), dt, m - 3, k, k}, qw, MatrixView{ys.data(), dt, m - 3, n, n},
                            std::string("rgemm finite rows next to non-finite ones, ") + dtype_name(dt));
     }
+}
+
+// ------------------------------------------------------------------------------------------
+// The wgmma GEMM on canonical weights (gemm_nvfp4_sm90_wgmma.cu): bf16 activations, M > 16.
+// ------------------------------------------------------------------------------------------
+
+// Canonical weights on the device (no repack: N need not be a multiple of 16).
+struct CanonWeight {
+  DeviceCopy p, s;
+  std::int64_t n, k;
+  float ts;
+  explicit CanonWeight(const QuantizedWeight& w)
+      : p(w.packed.data(), w.packed.size()), s(w.scales.data(), w.scales.size()), n(w.n), k(w.k), ts(w.tensor_scale()) {}
+  WeightView view() const { return {static_cast<const std::uint8_t*>(p.p), static_cast<const std::uint8_t*>(s.p), ts, n, k}; }
+};
+
+void run_wgemm(const CanonWeight& dw, const Tensor& x, Tensor& y, std::int64_t m, const cuda::WgemmTile* tile,
+               std::int64_t x_cols = -1, std::int64_t x_stride = -1) {
+  const DeviceCopy dx(x.data(), x.bytes.size()), dy(y.data(), y.bytes.size());
+  const std::int64_t cols = x_cols < 0 ? dw.k : x_cols, stride = x_stride < 0 ? dw.k : x_stride;
+  std::string name;
+  cuda::quantized_matmul_wgemm(MatrixView{dx.p, x.dtype, m, cols, stride}, dw.view(), MatrixView{dy.p, y.dtype, m, dw.n, dw.n},
+                               nullptr, tile, &name);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(name.rfind("gemm_nvfp4_sm90_wg_", 0), 0u) << name;
+  dy.back(y.data());
+}
+
+std::string wg_tile_name(const cuda::WgemmTile* t) {
+  return t ? "bn" + std::to_string(t->bn) + "/ks" + std::to_string(t->k_split) : std::string("built-in");
+}
+
+// One-hot bf16 rows recover dequantize_ref (bf16) exactly for every block shape and K split (the
+// decode is exact and each output has one nonzero product); random bf16 rows match the oracle for
+// M = 17..200 (partial activation and weight blocks: N = 300, 1040); a second call and a graph
+// replay give the same bits; padded strided rows go through the prepared copy.
+TEST(CudaWgemm, OneHotOracleEveryTileDeterministic) {
+  REQUIRE_GPU();
+  const cuda::WgemmTile tiles[] = {{64, 1}, {128, 1}, {128, 3}, {64, 7}, {128, 64}};
+  for (auto nk : {std::pair<std::int64_t, std::int64_t>{16, 64}, {48, 256}, {300, 4096}, {1040, 1024}}) {
+    const std::int64_t n = nk.first, k = nk.second;
+    const std::uint64_t seed = 9090 + n * 7 + k;
+    SCOPED_TRACE("seed " + std::to_string(seed) + " N=" + std::to_string(n) + " K=" + std::to_string(k));
+    const QuantizedWeight qw = random_weight(n, k, seed);
+    const CanonWeight dw(qw);
+    Tensor deq(DType::kBF16, {n, k});
+    dequantize_ref(qw.view(), MatrixView{deq.data(), DType::kBF16, n, k, k});
+    const std::int64_t rows = 72;
+    Tensor xo(DType::kBF16, {rows, k});
+    for (std::int64_t r = 0; r < rows; ++r) xo.set(r * k + (r * 131 + 7) % k, 1.0f);
+    for (const cuda::WgemmTile* t : {static_cast<const cuda::WgemmTile*>(nullptr), &tiles[0], &tiles[1], &tiles[2], &tiles[3], &tiles[4]}) {
+      Tensor y = nan_tensor(DType::kBF16, rows, n);
+      run_wgemm(dw, xo, y, rows, t);
+      int bad = 0;
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t j = 0; j < n; ++j) {
+          const float want = deq.get(j * k + (r * 131 + 7) % k);
+          if (!(y.get(r * n + j) == want) && ++bad <= 5)
+            ADD_FAILURE() << wg_tile_name(t) << " one-hot y[" << r << "," << j << "] = " << y.get(r * n + j) << ", want " << want;
+        }
+      ASSERT_EQ(bad, 0) << wg_tile_name(t);
+      for (const std::int64_t m : {17, 64, 65, 200}) {
+        Tensor x = random_x(DType::kBF16, m, k, seed + m);
+        Tensor yb = nan_tensor(DType::kBF16, m, n);
+        run_wgemm(dw, x, yb, m, t);
+        check_against_oracle(MatrixView{x.data(), DType::kBF16, m, k, k}, qw, MatrixView{yb.data(), DType::kBF16, m, n, n},
+                             "wgemm bf16 " + wg_tile_name(t) + " M=" + std::to_string(m));
+        Tensor y2 = nan_tensor(DType::kBF16, m, n);
+        run_wgemm(dw, x, y2, m, t);
+        ASSERT_TRUE(yb.bytes == y2.bytes) << wg_tile_name(t) << " M=" << m << ": a second call gave other bits";
+      }
+    }
+    // Padded, strided bf16 rows (x.cols = K - 8, row stride K + 24): through the prepared rows.
+    {
+      const std::int64_t m = 33, stride = k + 24, cols = k - 8;
+      Tensor x = random_x(DType::kBF16, m, stride, seed + 99);
+      Tensor y = nan_tensor(DType::kBF16, m, n);
+      run_wgemm(dw, x, y, m, &tiles[2], cols, stride);
+      check_against_oracle(MatrixView{x.data(), DType::kBF16, m, cols, stride}, qw, MatrixView{y.data(), DType::kBF16, m, n, n},
+                           "wgemm padded strided rows");
+    }
+    // A graph replay gives the direct call's bits.
+    {
+      const std::int64_t m = 48;
+      Tensor x = random_x(DType::kBF16, m, k, seed + 5);
+      const DeviceCopy dx(x.data(), x.bytes.size());
+      void* dy = nullptr;
+      ASSERT_EQ(cudaMalloc(&dy, 2 * m * n * 2), cudaSuccess);
+      cudaStream_t st;
+      ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+      for (const bool graph : {false, true}) {
+        ASSERT_EQ(cudaMemset(dy, 0xFF, 2 * m * n * 2), cudaSuccess);
+        run_direct_or_in_graph(st, graph, [&] {
+          for (int i = 0; i < 2; ++i)
+            cuda::quantized_matmul_wgemm(MatrixView{dx.p, DType::kBF16, m, k, k}, dw.view(),
+                                         MatrixView{static_cast<char*>(dy) + i * m * n * 2, DType::kBF16, m, n, n}, st, &tiles[3]);
+        });
+        std::vector<std::uint8_t> h(2 * m * n * 2);
+        ASSERT_EQ(cudaMemcpy(h.data(), dy, h.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+        ASSERT_TRUE(std::equal(h.begin(), h.begin() + m * n * 2, h.begin() + m * n * 2)) << "graph " << graph;
+        Tensor y(DType::kBF16, {m, n});
+        std::memcpy(y.data(), h.data(), m * n * 2);
+        check_against_oracle(MatrixView{x.data(), DType::kBF16, m, k, k}, qw, MatrixView{y.data(), DType::kBF16, m, n, n},
+                             graph ? "wgemm in a graph" : "wgemm on a stream");
+      }
+      cudaStreamDestroy(st);
+      cudaFree(dy);
+    }
+  }
+  // A bad block shape, fp16 rows, K % 64 != 0 and a misaligned packed base are errors naming the call.
+  const QuantizedWeight qw = random_weight(32, 128, 3);
+  const CanonWeight dw(qw);
+  const Tensor x = random_x(DType::kBF16, 20, 128, 3);
+  Tensor y = nan_tensor(DType::kBF16, 20, 32);
+  for (const cuda::WgemmTile bad : {cuda::WgemmTile{96, 1}, cuda::WgemmTile{64, 0}, cuda::WgemmTile{128, 65}})
+    EXPECT_THROW(run_wgemm(dw, x, y, 20, &bad), Error);
+  const Tensor xh = random_x(DType::kF16, 20, 128, 3);
+  Tensor yh = nan_tensor(DType::kF16, 20, 32);
+  EXPECT_THROW(run_wgemm(dw, xh, yh, 20, nullptr), Error);
+  const QuantizedWeight q80 = random_weight(32, 80, 4);
+  const CanonWeight d80(q80);
+  const Tensor x80 = random_x(DType::kBF16, 20, 80, 4);
+  EXPECT_THROW(run_wgemm(d80, x80, y, 20, nullptr), Error);
+  try {
+    WeightView v = dw.view();
+    v.packed += 8;  // 8-byte aligned: the GEMV accepts it, the GEMM needs 16
+    const DeviceCopy dx(x.data(), x.bytes.size()), dy(y.data(), y.bytes.size());
+    cuda::quantized_matmul_wgemm(MatrixView{dx.p, DType::kBF16, 20, 128, 128}, v, MatrixView{dy.p, DType::kBF16, 20, 32, 32},
+                                 nullptr, nullptr);
+    ADD_FAILURE() << "a misaligned packed base was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("wgmma"), std::string::npos) << e.what();
+  }
+}
+
+// A small run of each compiled block shape, with and without the K split's second kernel:
+// sized for compute-sanitizer racecheck (scripts/device_cuda.sh sanitize), which checks the
+// ring's barrier discipline.
+TEST(CudaWgemm, SmallRunsForTheSanitizers) {
+  REQUIRE_GPU();
+  const std::uint64_t seed = 7007;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::int64_t n = 200, k = 1024, m = 70;
+  const QuantizedWeight qw = random_weight(n, k, seed);
+  const CanonWeight dw(qw);
+  const Tensor x = random_x(DType::kBF16, m, k, seed + 1);
+  for (const cuda::WgemmTile t : {cuda::WgemmTile{64, 3}, cuda::WgemmTile{128, 1}}) {
+    Tensor y = nan_tensor(DType::kBF16, m, n);
+    run_wgemm(dw, x, y, m, &t);
+    Tensor xc = x;
+    check_against_oracle(MatrixView{xc.data(), DType::kBF16, m, k, k}, qw, MatrixView{y.data(), DType::kBF16, m, n, n},
+                         "wgemm " + wg_tile_name(&t));
+  }
+}
+
+// The public call at M > 16: bf16 rows with K % 64 == 0 run the wgmma GEMM up to
+// kWgemmMaxRows; fp16/fp32 rows, K % 64 != 0 and larger M keep the dense-panel path. Results
+// match the oracle either way.
+TEST(CudaWgemm, PublicRoute) {
+  REQUIRE_GPU();
+  const std::uint64_t seed = 4242;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::int64_t big = cuda::kWgemmMaxRows;
+  for (const auto& [dt, k, m, want_wg] :
+       {std::tuple<DType, std::int64_t, std::int64_t, bool>{DType::kBF16, 512, 17, true}, {DType::kBF16, 512, big, true},
+        {DType::kBF16, 512, big + 1, false}, {DType::kF16, 512, 17, false}, {DType::kF32, 512, 17, false},
+        {DType::kBF16, 528, 17, false}}) {
+    const std::int64_t n = 96;
+    const QuantizedWeight qw = random_weight(n, k, seed + k);
+    const CanonWeight dw(qw);
+    const Tensor x = random_x(dt, m, k, seed + m);
+    Tensor y = nan_tensor(dt, m, n);
+    const DeviceCopy dx(x.data(), x.bytes.size()), dy(y.data(), y.bytes.size());
+    std::string name;
+    cuda::quantized_matmul_tile(MatrixView{dx.p, dt, m, k, k}, dw.view(), MatrixView{dy.p, dt, m, n, n}, nullptr, nullptr, &name);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(name.rfind("gemm_nvfp4_sm90_wg_", 0) == 0, want_wg) << dtype_name(dt) << " M=" << m << " K=" << k << " ran " << name;
+    dy.back(y.data());
+    Tensor xc = x;
+    check_against_oracle(MatrixView{xc.data(), dt, m, k, k}, qw, MatrixView{y.data(), dt, m, n, n},
+                         std::string("route ") + dtype_name(dt) + " M=" + std::to_string(m) + " K=" + std::to_string(k));
+  }
+}
+
+// Non-finite activations: rows with +Inf, NaN and -Inf at one k each give NaN exactly where the
+// oracle does (Inf x 0 included) and the oracle's +-Inf elsewhere; the finite rows stay within
+// tolerance. With and without a K split.
+TEST(CudaWgemm, NonFiniteActivationsPropagateLikeTheOracle) {
+  REQUIRE_GPU();
+  const std::uint64_t seed = 3232;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::int64_t n = 272, k = 1024, m = 40;
+  const QuantizedWeight qw = random_weight(n, k, seed);
+  const CanonWeight dw(qw);
+  for (const cuda::WgemmTile t : {cuda::WgemmTile{64, 1}, cuda::WgemmTile{128, 3}}) {
+    Tensor x = random_x(DType::kBF16, m, k, seed + 1);
+    x.set(3 * k + 77, INFINITY);
+    x.set(17 * k + 500, NAN);
+    x.set(29 * k + 1000, -INFINITY);
+    Tensor y = nan_tensor(DType::kBF16, m, n);
+    run_wgemm(dw, x, y, m, &t);
+    Tensor xf(DType::kF32, {m, k}), ref(DType::kF32, {m, n});
+    for (std::int64_t i = 0; i < x.numel(); ++i) xf.set(i, x.get(i));
+    quantized_matmul_ref(MatrixView{xf.data(), DType::kF32, m, k, k}, qw.view(), MatrixView{ref.data(), DType::kF32, m, n, n});
+    int bad = 0, nonfinite = 0;
+    for (const std::int64_t r : {3, 17, 29})
+      for (std::int64_t j = 0; j < n; ++j) {
+        const float got = y.get(r * n + j), want = ref.get(r * n + j);
+        ASSERT_FALSE(std::isfinite(want)) << "the oracle row " << r << " should not be finite";
+        nonfinite += std::isnan(want) ? 0 : 1;
+        const bool same = std::isnan(want) ? std::isnan(got) : got == want;
+        if (!same && ++bad <= 5)
+          ADD_FAILURE() << wg_tile_name(&t) << " y[" << r << "," << j << "] = " << got << ", oracle " << want;
+      }
+    EXPECT_EQ(bad, 0);
+    EXPECT_GT(nonfinite, 0) << "some outputs should be +-Inf, not NaN, for the test to mean anything";
+    Tensor xs(DType::kBF16, {m - 3, k}), ys(DType::kBF16, {m - 3, n});
+    std::int64_t rr = 0;
+    for (std::int64_t r = 0; r < m; ++r) {
+      if (r == 3 || r == 17 || r == 29) continue;
+      for (std::int64_t c = 0; c < k; ++c) xs.set(rr * k + c, x.get(r * k + c));
+      for (std::int64_t c = 0; c < n; ++c) ys.set(rr * n + c, y.get(r * n + c));
+      ++rr;
+    }
+    check_against_oracle(MatrixView{xs.data(), DType::kBF16, m - 3, k, k}, qw, MatrixView{ys.data(), DType::kBF16, m - 3, n, n},
+                         "wgemm finite rows next to non-finite ones");
+  }
 }
 
 #endif  // NVFP4_HAVE_CUDA

@@ -19,7 +19,7 @@
 //  * Per chunk pair and warp: 8 RT weight words decoded (9 integer ops + 4 HMUL2 each), each
 //    word's 4 A registers feeding NB mma.sync m16n8k16 (one per n8 tile of activation rows).
 //  * K split over blocks (grid z) where the row blocks alone do not fill the GPU: each block
-//    writes fp32 partials and rg_finalize sums them in split order, so the result does not depend
+//    writes fp32 partials and finalize_k_split<> sums them in split order, so the result does not depend
 //    on timing. (A "last block sums the tile" epilogue was tried first: its one block per tile
 //    read k_split x 64 x 256 partials at L2 latency, ~25 us at 64 x 4096 x 4096.)
 //  * fp16/fp32 activations arrive as exact bf16 pieces (matmul_cuda.cu), virtual rows
@@ -200,7 +200,7 @@ __global__ void __launch_bounds__(32 * W, rg_min_blocks(W, RT, NB)) gemm_nvfp4_r
   __syncthreads();
 
   // Output (m0 + ml, n): the pieces summed in order; then stored, or (K split) written as split
-  // z's partial for rg_finalize.
+  // z's partial for finalize_k_split<>.
   const DType yt = static_cast<DType>(p.y_dtype);
   const float out_scale = 128.0f * p.tensor_scale;  // 2^7: the decode's exponent offset (repack_nvfp4_sm90.h)
   const std::int64_t n_blk = static_cast<std::int64_t>(tile0) * 16;
@@ -217,23 +217,6 @@ __global__ void __launch_bounds__(32 * W, rg_min_blocks(W, RT, NB)) gemm_nvfp4_r
   }
 }
 
-// K split: y = (sum of the k_split partials in split order) * 2^7 * tensor scale, one thread per
-// output. Launched after the GEMM with the overlapped launch (it waits for the GEMM's writes).
-__global__ void rg_finalize(GemvArgs p, int k_split, const float* ws) {
-  pdl_launch_dependents();
-  pdl_wait();
-  const std::int64_t total = static_cast<std::int64_t>(p.m_rows) * p.n;
-  const DType yt = static_cast<DType>(p.y_dtype);
-  const float out_scale = 128.0f * p.tensor_scale;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    float sum = 0.0f;
-    for (int z = 0; z < k_split; ++z) sum += ws[static_cast<std::size_t>(z) * total + i];
-    const std::int64_t m = i / p.n, n = i % p.n;
-    store_from_f32(p.y, yt, m * p.y_stride + n, sum * out_scale);
-  }
-}
-
 struct RgGrid {
   std::int64_t row_blocks = 0, m_blocks = 0;
 };
@@ -244,20 +227,6 @@ RgGrid rg_grid(const GemvArgs& a, const RgemmTile& t) {
   const int mr = rg_real_rows_per_mblock(t.nb, a.pieces);
   const std::int64_t rows = 16 * kRowTiles * kWarps;
   return {(a.n + rows - 1) / rows, (a.m_rows + mr - 1) / mr};
-}
-
-cudaError_t launch_pdl(const void* fn, dim3 grid, dim3 block, std::size_t smem, bool pdl, cudaStream_t stream, void** args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelExC(&cfg, fn, args);
 }
 
 template <int W, int RT, int NB>
@@ -278,11 +247,7 @@ cudaError_t launch_rg(const GemvArgs& a, const RgemmTile& t, void* workspace, cu
   e = launch_pdl(fn, dim3(static_cast<unsigned>(gr.m_blocks), static_cast<unsigned>(gr.row_blocks), static_cast<unsigned>(ks)),
                  dim3(32 * W), smem, a.pdl, stream, kargs);
   if (e != cudaSuccess || ks == 1) return e;
-  const std::int64_t total = static_cast<std::int64_t>(a.m_rows) * a.n;
-  const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>((total + 255) / 256, 4096));
-  const float* cws = ws;
-  void* fargs[] = {&args, &ks, &cws};
-  return launch_pdl(reinterpret_cast<const void*>(rg_finalize), dim3(blocks), dim3(256), 0, true, stream, fargs);
+  return launch_finalize_k_split(a, ks, ws, stream);
 }
 
 }  // namespace

@@ -77,25 +77,6 @@ __device__ __forceinline__ void decode8(std::uint32_t q, std::uint32_t r[4]) {
   }
 }
 
-// Two E4M3 scale bytes (low byte first) -> two broadcast pairs (s0,s0), (s1,s1) holding
-// |s| * 2^7 (fp16) or |s| * 2^119 (bf16), exact. NaN bytes stay NaN.
-template <bool F16>
-__device__ __forceinline__ void scale_pairs(std::uint32_t s2, std::uint32_t* lo, std::uint32_t* hi) {
-  const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(s2 & 0x7F7Fu), __NV_E4M3);
-  if constexpr (F16) {
-    std::uint32_t h = static_cast<std::uint32_t>(hr.x) | (static_cast<std::uint32_t>(hr.y) << 16);
-    h = mul2<true>(h, 0x58005800u);  // * (128, 128): exact, |s| * 128 <= 57344 < 65504
-    *lo = prmt(h, h, 0x1010);
-    *hi = prmt(h, h, 0x3232);
-  } else {
-    const float f0 = __half2float(__ushort_as_half(hr.x)) * 0x1p119f;  // <= 2^127.8, exact
-    const float f1 = __half2float(__ushort_as_half(hr.y)) * 0x1p119f;
-    const std::uint32_t b0 = __float_as_uint(f0) >> 16, b1 = __float_as_uint(f1) >> 16;  // 4 sig. bits: exact
-    *lo = b0 | (b0 << 16);
-    *hi = b1 | (b1 << 16);
-  }
-}
-
 template <bool F16, int NT, int MT, int VEC>
 __global__ void __launch_bounds__(512) gemv_nvfp4_kernel(GemvArgs p, int k_split) {
   constexpr int kWords = VEC / 4;     // u32 words of packed weights per lane per k-step

@@ -6,8 +6,11 @@
 // store. Internal linkage (an anonymous namespace): each kernel file inlines its own copy.
 #pragma once
 
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda/gemv_nvfp4_sm90.h"
@@ -83,6 +86,25 @@ template <int SEL>
 __device__ __forceinline__ std::uint32_t rp_scale(std::uint32_t s) {
   const std::uint32_t v = prmt(s, 0u, 0x4040u | (SEL << 8) | SEL);  // byte SEL at bytes 0 and 2
   return v * 16u + 0x76007600u;
+}
+
+// Two E4M3 scale bytes (low byte first) -> two broadcast pairs (s0,s0), (s1,s1) holding
+// |s| * 2^7 (fp16) or |s| * 2^119 (bf16), exact. NaN bytes stay NaN.
+template <bool F16>
+__device__ __forceinline__ void scale_pairs(std::uint32_t s2, std::uint32_t* lo, std::uint32_t* hi) {
+  const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(s2 & 0x7F7Fu), __NV_E4M3);
+  if constexpr (F16) {
+    std::uint32_t h = static_cast<std::uint32_t>(hr.x) | (static_cast<std::uint32_t>(hr.y) << 16);
+    h = mul2<true>(h, 0x58005800u);  // * (128, 128): exact, |s| * 128 <= 57344 < 65504
+    *lo = prmt(h, h, 0x1010);
+    *hi = prmt(h, h, 0x3232);
+  } else {
+    const float f0 = __half2float(__ushort_as_half(hr.x)) * 0x1p119f;  // <= 2^127.8, exact
+    const float f1 = __half2float(__ushort_as_half(hr.y)) * 0x1p119f;
+    const std::uint32_t b0 = __float_as_uint(f0) >> 16, b1 = __float_as_uint(f1) >> 16;  // 4 sig. bits: exact
+    *lo = b0 | (b0 << 16);
+    *hi = b1 | (b1 << 16);
+  }
 }
 
 // The mma accumulators of a warp (A x B tiles of 4 fp32 each), set to zero.
@@ -180,6 +202,53 @@ __device__ __forceinline__ void reduce_and_store(const float (&acc)[RT][NB][4], 
       }
   __syncthreads();
   sum_partials_and_store<kRows, NB == 1>(red, p, k_split, groups);
+}
+
+
+// K split (the GEMMs): y = (sum of the k_split fp32 partials ws[z][m][n] in split order) * 2^7 *
+// tensor scale, one thread per output, so the result does not depend on timing. A template so
+// that only the files that launch it carry the kernel.
+template <int = 0>
+__global__ void finalize_k_split(GemvArgs p, int k_split, const float* ws) {
+  pdl_launch_dependents();
+  pdl_wait();
+  const std::int64_t total = static_cast<std::int64_t>(p.m_rows) * p.n;
+  const DType yt = static_cast<DType>(p.y_dtype);
+  const float out_scale = 128.0f * p.tensor_scale;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    float sum = 0.0f;
+    for (int z = 0; z < k_split; ++z) sum += ws[static_cast<std::size_t>(z) * total + i];
+    const std::int64_t m = i / p.n, n = i % p.n;
+    store_from_f32(p.y, yt, m * p.y_stride + n, sum * out_scale);
+  }
+}
+
+// Launch with the programmatic-dependent-launch attribute set to `pdl` (cudaLaunchKernelExC).
+inline cudaError_t launch_pdl(const void* fn, dim3 grid, dim3 block, std::size_t smem, bool pdl, cudaStream_t stream,
+                              void** args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelExC(&cfg, fn, args);
+}
+
+// The K split's second kernel after a GEMM on `stream`, overlapped (it waits for the GEMM's
+// writes before reading): ~one thread per output, at most 4096 blocks.
+inline cudaError_t launch_finalize_k_split(const GemvArgs& a, int k_split, const float* ws, cudaStream_t stream) {
+  const std::int64_t total = static_cast<std::int64_t>(a.m_rows) * a.n;
+  const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>((total + 255) / 256, 4096));
+  GemvArgs args = a;
+  int ks = k_split;
+  void* fargs[] = {&args, &ks, &ws};
+  return launch_pdl(reinterpret_cast<const void*>(finalize_k_split<>), dim3(blocks), dim3(256), 0, true, stream, fargs);
 }
 
 }  // namespace

@@ -7,8 +7,9 @@
 //   prepared anything else (fp32, odd strides, unaligned, K' < K padding): one small kernel
 //            writes 16-bit rows (fp32 -> 3 exact bf16 pieces, zero padding past K') into a
 //            stream-ordered workspace (scratch.h: a retained pool; cudaMallocAsync when captured).
-// M > 16 (prefill): gemm_nvfp4_cublas.cu (decode to a dense panel + cuBLAS, near the dense
-// rate: see its header). With an explicit tile (tests, tuner) the GEMV runs once per chunk of 16
+// M = 17..256 with bf16 rows: the wgmma GEMM (gemm_nvfp4_sm90_wgmma.cu; kWgemmMaxRows); larger
+// M (prefill) and fp16/fp32 rows: gemm_nvfp4_cublas.cu (decode to a dense panel + cuBLAS, near
+// the dense rate: see its header). With an explicit tile (tests, tuner) the GEMV runs once per chunk of 16
 // rows instead, so every tile can be checked at any M. Repacked weights from 25 virtual rows
 // (kRgemmMinVirtualRows): the repacked GEMM (gemm_nvfp4_sm90_repacked.cu).
 #include <cuda_runtime.h>
@@ -20,6 +21,7 @@
 #include "kernels/cuda/cuda_host.h"
 #include "kernels/cuda/gemm_nvfp4_cublas.h"
 #include "kernels/cuda/gemm_nvfp4_sm90_repacked.h"
+#include "kernels/cuda/gemm_nvfp4_sm90_wgmma.h"
 #include "kernels/cuda/gemv_nvfp4_sm90.h"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/matmul_cuda.h"
@@ -187,6 +189,33 @@ void run_row_chunks(const char* op, const std::string& shape, const MatrixView& 
   check(err, op, "kernel launch for " + shape);
 }
 
+// The wgmma GEMM (gemm_nvfp4_sm90_wgmma.cu) reads bf16 rows and canonical weights whose shape
+// and alignment it supports; everything else keeps the dense-panel path.
+bool wgemm_applies(const MatrixView& x, const WeightView& w) {
+  return x.dtype == DType::kBF16 && wgemm_supported(w.packed, w.scales, w.n, w.k);
+}
+
+// The wgmma GEMM over all rows of x in one launch: rows read in place when they can be, else
+// copied (padded to K) into a workspace first; then its K-split workspace from the scratch pool.
+void run_wgemm(const char* op, const std::string& shape, const MatrixView& x, const WeightView& w, const MatrixView& y,
+               cudaStream_t stream, const WgemmTile* tile_in, std::string* kernel_name) {
+  const bool direct = rows_readable_in_place(x, w.k);
+  const WgemmTile tile = tile_in ? *tile_in : wgemm_pick_tile(device_info().sms, w.n, w.k, x.rows);
+  run_row_chunks(op, shape, x, y, 1, direct, static_cast<int>(std::min<std::int64_t>(x.rows, 1 << 30)), stream,
+                 weight_args(w), [&](const GemvArgs& la) {
+    const std::size_t bytes = wgemm_workspace_bytes(la, tile);
+    void* ws = nullptr;
+    if (bytes > 0) {
+      const cudaError_t e = scratch_alloc(&ws, bytes, stream);
+      if (e != cudaSuccess) return e;
+    }
+    const cudaError_t e = gemm_nvfp4_sm90_wgmma(la, tile, ws, stream);
+    const cudaError_t e2 = ws ? scratch_free(ws, stream) : cudaSuccess;
+    return e != cudaSuccess ? e : e2;
+  });
+  if (kernel_name) *kernel_name = gemm_nvfp4_sm90_wgmma_name(tile);
+}
+
 }  // namespace
 
 bool compiled() { return true; }
@@ -219,6 +248,10 @@ void quantized_matmul_tile(const MatrixView& x, const WeightView& w, const Matri
   require_valid_tile(op, tile_in);
   cudaStream_t stream = static_cast<cudaStream_t>(stream_v);
   if (!tile_in && x.rows > kMaxRows) {
+    if (x.rows <= kWgemmMaxRows && wgemm_applies(x, w)) {
+      run_wgemm(op, shape, x, w, y, stream, nullptr, kernel_name);
+      return;
+    }
     gemm_nvfp4_dequant_cublas(x, w, y, stream_v);
     if (kernel_name) *kernel_name = "gemm_nvfp4_dequant_cublas";
     return;
@@ -238,6 +271,32 @@ void quantized_matmul_tile(const MatrixView& x, const WeightView& w, const Matri
 
 void quantized_matmul(const MatrixView& x, const WeightView& w, const MatrixView& y, void* stream) {
   quantized_matmul_tile(x, w, y, stream, nullptr, nullptr);
+}
+
+void quantized_matmul_wgemm(const MatrixView& x, const WeightView& w, const MatrixView& y, void* stream,
+                            const WgemmTile* tile, std::string* kernel_name) {
+  const char* op = "cuda::quantized_matmul (wgmma GEMM)";
+  validate_matmul(op, x, w, y);
+  if (x.rows == 0) return;
+  const std::string shape = shape_of(x, w);
+  if (!available()) fail(op, "no usable CUDA device (need compute capability 9.0) for " + shape);
+  require_device_pointers(op, shape, w.packed, w.scales, x.data, y.data);
+  if (!wgemm_applies(x, w))
+    fail(op, "needs bf16 activations, K % 64 == 0, a 16-byte aligned packed and 4-byte aligned scale base, N <= 8388480 (" +
+                 shape + ")");
+  if (tile && !wgemm_tile_valid(*tile))
+    fail(op, "invalid GEMM tile bn=" + std::to_string(tile->bn) + " k_split=" + std::to_string(tile->k_split));
+  run_wgemm(op, shape, x, w, y, static_cast<cudaStream_t>(stream), tile, kernel_name);
+}
+
+void quantized_matmul_panel(const MatrixView& x, const WeightView& w, const MatrixView& y, void* stream) {
+  const char* op = "cuda::quantized_matmul (dense panel)";
+  validate_matmul(op, x, w, y);
+  if (x.rows == 0) return;
+  const std::string shape = shape_of(x, w);
+  if (!available()) fail(op, "no usable CUDA device (need compute capability 9.0) for " + shape);
+  require_device_pointers(op, shape, w.packed, w.scales, x.data, y.data);
+  gemm_nvfp4_dequant_cublas(x, w, y, stream);
 }
 
 void repack_for_gemv_sm90(const WeightView& w, std::uint8_t* packed_out, std::uint8_t* scales_out, void* stream_v) {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernels/cuda/gemm_nvfp4_sm90_repacked.h"
+#include "kernels/cuda/gemm_nvfp4_sm90_wgmma.h"
 #include "kernels/cuda/tuning_sm90.h"
 #include "nvfp4/cuda.h"
 #include "nvfp4/tensor.h"
@@ -16,6 +17,14 @@ namespace nvfp4::cuda {
 // (nullptr: the table's). `kernel_name`, when given, receives the variant that ran.
 void quantized_matmul_tile(const MatrixView& x, const WeightView& w, const MatrixView& y, void* stream,
                            const GemvTile* tile, std::string* kernel_name = nullptr);
+
+// As quantized_matmul, always through the wgmma GEMM (bf16 activations, any M; the shapes
+// wgemm_supported accepts), with an explicit block shape (nullptr: wgemm_pick_tile's).
+void quantized_matmul_wgemm(const MatrixView& x, const WeightView& w, const MatrixView& y, void* stream,
+                            const WgemmTile* tile, std::string* kernel_name = nullptr);
+
+// As quantized_matmul, always through the dense-panel path (decode to bf16/fp16/fp32 + cuBLAS).
+void quantized_matmul_panel(const MatrixView& x, const WeightView& w, const MatrixView& y, void* stream);
 
 // As nvfp4::cuda::quantized_matmul_repacked, with an explicit tile (nullptr: the table's).
 void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightView& w, const MatrixView& y, void* stream,
@@ -38,6 +47,11 @@ inline int repacked_pieces(DType t) { return t == DType::kF32 ? 3 : (t == DType:
 // M = 32 4096 x 4096 12.04 / 12.05, 16384^2 77.08 / 92.28; fp32 M = 9 (27 rows) 16384^2 81.25 /
 // 94.0 (bench/results/cuda-2026-12-01-h200-rgemm-*.json; docs/perf-cuda.md 21).
 constexpr std::int64_t kRgemmMinVirtualRows = 25;
+// Canonical weights, bf16 rows: from 17 up to this many rows the wgmma GEMM, above it the
+// dense panel + cuBLAS. H200, 2026-12-01, graph us, wgmma GEMM (built-in tile) / panel: M = 64
+// 4096 x 4096 14.50 / 27.59; M = 128 19.56 / 32.07, 14336 x 4096 52.79 / 102.26; M = 256 30.08 /
+// 33.00; M = 1024 103.24 / 61.75 (the sweep's best 80.19) (docs/perf-cuda.md 22).
+constexpr std::int64_t kWgemmMaxRows = 256;
 // RepackedMatmulOptions::weights_read_early is honoured in launches of at most this many virtual
 // rows (the M <= 8 kernel; docs/perf-cuda.md 19.2).
 constexpr std::int64_t kEarlyMaxVirtualRows = 8;

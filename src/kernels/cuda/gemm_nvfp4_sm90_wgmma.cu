@@ -1,0 +1,357 @@
+// kernels/cuda/gemm_nvfp4_sm90_wgmma.cu -- the wgmma GEMM ("wg") on the canonical checkpoint
+// layout, for prefill and batched decode with bf16 activations (M > 16) on Hopper.
+//
+// Why: without FP4 tensor cores, prefill used to decode each weight into a dense bf16 panel
+// and run cuBLAS (gemm_nvfp4_cublas.h): 0.90x dense bf16, the panel's write and read costing
+// ~10% (docs/perf-cuda.md 17.3). Batched decode on repacked weights (the rg GEMM) runs mma.sync
+// at 200-270 TFLOP/s, latency-bound in its decode -> HMMA chains, slower than dense bf16 beyond
+// ~48 sequences (docs/perf-cuda.md 21). This kernel is the seeds' GEMM that decodes the packed
+// weight straight into the MMA fragments, built on Hopper's warpgroup MMA: one wgmma.m64nBNk16
+// per warpgroup and k16 step does 64 x BN x 16 MACs from 4 decoded registers per thread, so the
+// decode's cost per MAC falls by BN / 8 against the rg kernel's mma.sync.
+//
+// Design (per block: 2 warpgroups = 256 threads, 128 weight rows = output columns, BN activation
+// rows, K in stages of 64):
+//  * A = weights, from registers. Warp q of a warpgroup owns 16 rows; lane (g, t) holds, per k16
+//    step (= one E2M1 block of 16), the mma.m16n8k16-style fragment: rows g and g+8, k (2t, 2t+1)
+//    and (2t+8, 2t+9), which in the canonical layout are byte t of the block's two 4-byte words.
+//    Decode per register (5 integer ops): byte t -> (low nibble, high nibble << 16) -> each
+//    nibble's sign to bit 15 and magnitude to bits 8:6 of its bf16 half: e2m1 * 2^-126 (as the
+//    canonical GEMV, gemv_nvfp4_sm90.cu), then one HMUL2 by the block scale * 2^119: exactly
+//    e2m1 * |scale| * 2^-7. The 2^7 and the tensor scale return on the fp32 result.
+//  * B = activations, from shared memory: BN rows x 64 k bf16 per stage, 128-byte rows with the
+//    128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)), which wgmma reads
+//    conflict-free; K-major, so no transpose.
+//  * A ring of kStages stages in shared memory, filled by cp.async (no registers in flight):
+//    activations, the block's packed weights (128 rows x 32 bytes, row pitch 48: the lanes'
+//    16-byte reads of 8 rows hit distinct banks) and raw scales (128 x 4 bytes). The block's 512
+//    scales per stage are converted once (two per thread) into bf16 in a small buffer, not 4x per
+//    quad in the decode.
+//  * Per stage: one __syncthreads; the warpgroup's 4 wgmmas are issued asynchronously, and while
+//    they run the warps decode the next stage into the other register set (double-buffered A:
+//    wgmma reads its A registers until it completes, so wait_group 1 precedes the overwrite).
+//  * K split over blocks (grid z) where the tiles alone do not fill the GPU: fp32 partials and
+//    finalize_k_split (gemv_sm90_device.cuh), summed in split order: deterministic.
+#include "kernels/cuda/gemm_nvfp4_sm90_wgmma.h"
+
+#include <algorithm>
+#include <string>
+
+#include "kernels/cuda/gemv_sm90_device.cuh"
+
+namespace nvfp4::cuda {
+namespace {
+
+constexpr int kThreads = 256;         // 2 warpgroups
+constexpr int kRows = 128;            // weight rows (output columns) per block
+constexpr int kStageK = 64;           // k per stage: 4 wgmma k16 steps, one 128-byte activation row
+// Weight row r of a stage: 32 packed bytes at 48 r, its 4 raw E4M3 scales at 48 r + 32. The
+// pitch of 48 puts the lanes' 16-byte reads of 8 consecutive rows on distinct banks.
+constexpr int kPackedPitch = 48;
+constexpr int kPackedBytes = kRows * kPackedPitch;
+
+// Ring depth: two blocks per SM must fit (<= 113 KB each), so that one block's decode runs
+// while the other's wgmmas do (one block of 8 warps per SM issued an instruction every 2.8
+// cycles per scheduler, ncu, docs/perf-cuda.md 22).
+__host__ __device__ constexpr int wg_stages(int bn) { return bn == 64 ? 7 : 5; }
+__host__ __device__ constexpr int wg_stage_bytes(int bn) {
+  return (bn * 128 + kPackedBytes + 1023) / 1024 * 1024;  // activations stay 1024-aligned
+}
+constexpr int kScaleBufBytes = 2 * 16 * 8;  // per warp: 2 buffers x 16 rows x 4 blocks of bf16
+__host__ __device__ constexpr int wg_smem_bytes(int bn) {
+  return wg_stages(bn) * wg_stage_bytes(bn) + 8 * kScaleBufBytes + 1024;  // + slack for the 1024 alignment
+}
+
+// Shared memory matrix descriptor (PTX ISA, "Matrix Descriptor Format" of wgmma): start address
+// >> 4 (bits 0-13), leading byte offset (unused for swizzled K-major layouts: 1), stride byte
+// offset >> 4 (bits 32-45: 1024 bytes between groups of 8 rows), layout type 1 = 128-byte swizzle
+// (bits 62-63). A k16 step inside the 128-byte row adds 32 bytes to the start address; the
+// swizzle is a function of the address bits, so the tile must be 1024-byte aligned.
+__device__ __forceinline__ std::uint64_t sw128_desc(std::uint32_t smem_addr) {
+  return static_cast<std::uint64_t>((smem_addr & 0x3FFFF) >> 4) | (std::uint64_t{1} << 16) |
+         (std::uint64_t{1024 >> 4} << 32) | (std::uint64_t{1} << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
+// cp.async writes are generic-proxy writes; wgmma reads shared memory through the async proxy.
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// Halves of a bf16x2 broadcast, written as moves of halves so that ptxas folds them into the
+// multiply's operand selector (HMUL2 ... R.H0_H0) instead of issuing a PRMT (measured in the
+// wgmma GEMV experiment, docs/perf-cuda.md 19.3).
+__device__ __forceinline__ std::uint32_t bcast_lo(std::uint32_t v) {
+  std::uint32_t d;
+  asm("{.reg .b16 l, h;\nmov.b32 {l, h}, %1;\nmov.b32 %0, {l, l};}" : "=r"(d) : "r"(v));
+  return d;
+}
+__device__ __forceinline__ std::uint32_t bcast_hi(std::uint32_t v) {
+  std::uint32_t d;
+  asm("{.reg .b16 l, h;\nmov.b32 {l, h}, %1;\nmov.b32 %0, {h, h};}" : "=r"(d) : "r"(v));
+  return d;
+}
+
+// Byte `sel` (a PRMT selector 0x4440 | t) of canonical word q -> the bf16x2 of its two codes:
+// low nibble (k = 2t) in the low half, high nibble (k = 2t + 1) in the high half, each as
+// e2m1 * 2^-126: sign to bit 15, magnitude (e1 e0 m) to bits 8:6 (header comment).
+__device__ __forceinline__ std::uint32_t decode_byte(std::uint32_t q, std::uint32_t sel) {
+  const std::uint32_t v = prmt(q, 0u, sel);           // byte t, zero above
+  const std::uint32_t u = (v * 0x1001u) & 0x000F000Fu;  // low nibble at bits 0-3, high at 16-19
+  return (u * 0x1040u) & 0x81C081C0u;                 // (u << 6) | (u << 12): no overlapping bits
+}
+
+// wgmma.mma_async m64nNk16, bf16 x bf16 -> fp32, A from registers (the mma.m16n8k16 fragment
+// layout per warp), B from shared memory (descriptor), D += A B.
+__device__ __forceinline__ void wgmma_n64(float (&d)[32], const std::uint32_t (&a)[4], std::uint64_t desc, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
+      "{%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+}
+__device__ __forceinline__ void wgmma_n128(float (&d)[64], const std::uint32_t (&a)[4], std::uint64_t desc, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
+      "{%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+}
+
+template <int BN>
+__device__ __forceinline__ void wgmma_bn(float (&d)[BN / 2], const std::uint32_t (&a)[4], std::uint64_t desc) {
+  if constexpr (BN == 64)
+    wgmma_n64(d, a, desc, 1);
+  else
+    wgmma_n128(d, a, desc, 1);
+}
+
+// Grid: x = activation block (fastest, so the blocks that share a row block's weights run
+// together and the later ones read them from L2), y = row block of 128 weight rows, z = K split.
+template <int BN>
+__global__ void __launch_bounds__(kThreads, 2) gemm_nvfp4_wg_kernel(GemvArgs p, int k_split, float* ws) {
+  constexpr int kStage = wg_stage_bytes(BN), kStages = wg_stages(BN);
+  // Two A register sets (decode of stage i + 1 overlaps stage i's wgmmas in the same warpgroup)
+  // at BN = 64; at BN = 128 the accumulators leave room for one within 128 registers (two
+  // spilled), so the warpgroup waits for its wgmmas before decoding and the other warpgroups on
+  // the SM (two blocks) keep the tensor cores busy meanwhile.
+  constexpr bool kDoubleA = BN == 64;
+  constexpr int kActPer = BN * 8 / kThreads;  // 16-byte activation chunks per thread and stage
+  extern __shared__ __align__(1024) std::uint8_t wg_smem_raw[];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  // The 128-byte swizzle needs 1024-byte aligned tiles: the launch adds 1024 bytes of slack.
+  const std::uint32_t raw_addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(wg_smem_raw));
+  const std::uint32_t base = (raw_addr + 1023u) & ~1023u;
+  std::uint8_t* const smem = wg_smem_raw + (base - raw_addr);
+  std::uint8_t* const sbuf = smem + kStages * kStage + warp * kScaleBufBytes;  // this warp's converted scales
+
+  const int stages = static_cast<int>(p.k / kStageK);
+  const int per = (stages + k_split - 1) / k_split;
+  const int s_beg = min(stages, static_cast<int>(blockIdx.z) * per);
+  const int nst = min(stages, s_beg + per) - s_beg;
+  const std::int64_t n0 = static_cast<std::int64_t>(blockIdx.y) * kRows;
+  const int m0 = static_cast<int>(blockIdx.x) * BN;
+
+  pdl_launch_dependents();
+  pdl_wait();  // overlapped launch: nothing is read before the previous kernel has completed
+
+  // This thread's copies per stage. Rows past M or N are zero-filled (src-size 0: no read).
+  // Activation rows as 32-bit indices (clamped to a real row; 64-bit pointers here spilled at
+  // 128 registers), the address formed per copy.
+  const std::uint32_t a_row_bytes = static_cast<std::uint32_t>(p.a_stride * 2);
+  const std::uint8_t* const a_base = static_cast<const std::uint8_t*>(p.a) + (tid & 7) * 16;
+  std::uint32_t a_row[kActPer], a_dst[kActPer];
+  bool a_ok[kActPer];
+#pragma unroll
+  for (int j = 0; j < kActPer; ++j) {
+    const int idx = tid + j * kThreads, r = idx >> 3, c = idx & 7;
+    a_ok[j] = m0 + r < p.m_rows;
+    a_row[j] = static_cast<std::uint32_t>(min(m0 + r, p.m_rows - 1));
+    a_dst[j] = r * 128 + ((c ^ (r & 7)) << 4);
+  }
+  const int prow = tid >> 1;
+  const bool w_ok = n0 + prow < p.n;
+  const std::uint8_t* w_src = p.packed + (w_ok ? n0 + prow : 0) * (p.k / 2) + (tid & 1) * 16;
+  const std::uint32_t w_dst = BN * 128 + prow * kPackedPitch + (tid & 1) * 16;
+  const bool s_ok = tid < kRows && n0 + tid < p.n;
+  const std::uint8_t* s_src = p.scales + (s_ok ? n0 + tid : 0) * (p.k / 16);
+  const std::uint32_t s_dst = BN * 128 + (tid & (kRows - 1)) * kPackedPitch + 32;
+
+  auto issue = [&](int s, int slot) {  // local stage s into ring slot `slot`
+    const std::int64_t kst = s_beg + s;
+    const std::uint32_t st = base + slot * kStage;
+#pragma unroll
+    for (int j = 0; j < kActPer; ++j)
+      cp_async16(st + a_dst[j], a_base + static_cast<std::uint64_t>(a_row[j]) * a_row_bytes + kst * 128, a_ok[j]);
+    cp_async16(st + w_dst, w_src + kst * 32, w_ok);
+    if (tid < kRows) cp_async4(st + s_dst, s_src + kst * 4, s_ok);
+  };
+  // This warp's 16 rows x 4 raw E4M3 scales of stage `slot` -> bf16 |scale| * 2^119 (exact; NaN
+  // stays NaN), two per lane, into buffer b: row r holds blocks 0..3. Each warp converts only
+  // the scales it decodes, so a __syncwarp (not a block barrier) orders the two.
+  const int wrow0 = (warp >> 2) * 64 + (warp & 3) * 16;
+  auto convert = [&](int slot, int b) {
+    const int r = lane >> 1, h = lane & 1;
+    const std::uint32_t raw =
+        *reinterpret_cast<const std::uint16_t*>(smem + slot * kStage + BN * 128 + (wrow0 + r) * kPackedPitch + 32 + h * 2);
+    std::uint32_t lo, hi;
+    scale_pairs<false>(raw, &lo, &hi);
+    *reinterpret_cast<std::uint32_t*>(sbuf + b * 128 + r * 8 + h * 4) = prmt(lo, hi, 0x5410);
+  };
+  // Stage `slot`'s weights of this warp's rows wr and wr + 8 -> the 4 steps' A fragments.
+  const int wr = wrow0 + g;
+  const std::uint32_t sel = 0x4440u | static_cast<std::uint32_t>(t);
+  auto decode = [&](int slot, int b, std::uint32_t (&a)[4][4]) {
+    const std::uint8_t* sp = smem + slot * kStage + BN * 128;
+    const uint2 sg = *reinterpret_cast<const uint2*>(sbuf + b * 128 + g * 8);
+    const uint2 sh = *reinterpret_cast<const uint2*>(sbuf + b * 128 + (g + 8) * 8);
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {  // step s = E2M1 block s of the stage: words (k 0-7, k 8-15)
+      // 8-byte reads per step (not 16 per two): fewer live registers at 128 per thread; rows
+      // g = 0..7 at pitch 48 still hit distinct banks.
+      const uint2 qg = *reinterpret_cast<const uint2*>(sp + wr * kPackedPitch + 8 * s);
+      const uint2 qh = *reinterpret_cast<const uint2*>(sp + (wr + 8) * kPackedPitch + 8 * s);
+      const std::uint32_t sgw = (s >> 1) ? sg.y : sg.x, shw = (s >> 1) ? sh.y : sh.x;
+      const std::uint32_t scg = (s & 1) ? bcast_hi(sgw) : bcast_lo(sgw);
+      const std::uint32_t sch = (s & 1) ? bcast_hi(shw) : bcast_lo(shw);
+      a[s][0] = mul2<false>(decode_byte(qg.x, sel), scg);
+      a[s][1] = mul2<false>(decode_byte(qh.x, sel), sch);
+      a[s][2] = mul2<false>(decode_byte(qg.y, sel), scg);
+      a[s][3] = mul2<false>(decode_byte(qh.y, sel), sch);
+    }
+  };
+  float acc[BN / 2];
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+  auto mma = [&](int slot, const std::uint32_t (&a)[4][4]) {
+    const std::uint32_t act = base + slot * kStage;
+    wgmma_fence();  // the A registers were written by the decode
+#pragma unroll
+    for (int s = 0; s < 4; ++s) wgmma_bn<BN>(acc, a[s], sw128_desc(act + 32 * s));
+    wgmma_commit();
+  };
+
+  // Prologue: stages 0 .. kStages - 3 in flight; stage 0 landed, its scales converted, decoded.
+#pragma unroll
+  for (int s = 0; s < kStages - 2; ++s) {
+    if (s < nst) issue(s, s);
+    cp_async_commit();
+  }
+  cp_async_wait<kStages - 3>();
+  fence_async_smem();
+  __syncthreads();
+  std::uint32_t a0[4][4], a1[4][4];
+  if (nst > 0) {
+    convert(0, 0);
+    __syncwarp();
+    decode(0, 0, a0);
+  }
+
+  // Stage i: wait for stage i + 1's copies; one barrier (after it stage i + 1 is visible to all,
+  // and every warpgroup's wgmmas of stage i - 2 are complete, so that slot is refilled with
+  // stage i + kStages - 2); issue stage i's wgmmas; wait for stage i - 1's (the other A
+  // registers); convert and decode stage i + 1 into them while stage i's run.
+  auto body = [&](int i, const std::uint32_t (&acur)[4][4], std::uint32_t (&anext)[4][4]) {
+    cp_async_wait<kStages - 4>();
+    fence_async_smem();
+    __syncthreads();
+    if (i + kStages - 2 < nst) issue(i + kStages - 2, (i + kStages - 2) % kStages);
+    cp_async_commit();
+    mma(i % kStages, acur);
+    wgmma_wait<kDoubleA ? 1 : 0>();  // one register set: this warpgroup's wgmmas must be done
+    if (i + 1 < nst) {
+      convert((i + 1) % kStages, (i + 1) & 1);
+      __syncwarp();
+      decode((i + 1) % kStages, (i + 1) & 1, anext);
+    }
+  };
+#pragma unroll 1
+  for (int i = 0; i < nst; i += 2) {
+    body(i, a0, kDoubleA ? a1 : a0);
+    if (i + 1 < nst) body(i + 1, kDoubleA ? a1 : a0, a0);
+  }
+  wgmma_wait<0>();
+  cp_async_wait<0>();
+
+  // Accumulator (j, c) of lane (g, t) in warp q of warpgroup w: weight row 64 w + 16 q + g +
+  // 8 (c >> 1), activation row 8 j + 2 t + (c & 1) (the wgmma D fragment layout).
+  const DType yt = static_cast<DType>(p.y_dtype);
+  const float out_scale = 128.0f * p.tensor_scale;  // 2^7: the decode's exponent offset
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const std::int64_t n = n0 + wr + 8 * (c >> 1);
+      const int m = m0 + 8 * j + 2 * t + (c & 1);
+      if (n >= p.n || m >= p.m_rows) continue;
+      if (k_split == 1)
+        store_from_f32(p.y, yt, m * p.y_stride + n, acc[4 * j + c] * out_scale);
+      else
+        ws[(static_cast<std::size_t>(blockIdx.z) * p.m_rows + m) * p.n + n] = acc[4 * j + c];
+    }
+}
+
+template <int BN>
+cudaError_t launch_wg(const GemvArgs& a, const WgemmTile& t, void* workspace, cudaStream_t stream) {
+  const std::size_t smem = wg_smem_bytes(BN);
+  // > 48 KB of dynamic shared memory must be allowed per kernel; set on every launch, as the
+  // repacked GEMM does (a cudaDeviceReset clears it).
+  const void* fn = reinterpret_cast<const void*>(gemm_nvfp4_wg_kernel<BN>);
+  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (e != cudaSuccess) return e;
+  GemvArgs args = a;
+  int ks = t.k_split;
+  float* ws = static_cast<float*>(workspace);
+  void* kargs[] = {&args, &ks, &ws};
+  const dim3 grid(static_cast<unsigned>((a.m_rows + BN - 1) / BN), static_cast<unsigned>((a.n + kRows - 1) / kRows),
+                  static_cast<unsigned>(ks));
+  e = launch_pdl(fn, grid, dim3(kThreads), smem, a.pdl, stream, kargs);
+  if (e != cudaSuccess || ks == 1) return e;
+  return launch_finalize_k_split(a, ks, ws, stream);
+}
+
+}  // namespace
+
+bool wgemm_tile_valid(const WgemmTile& t) { return (t.bn == 64 || t.bn == 128) && t.k_split >= 1 && t.k_split <= 64; }
+
+bool wgemm_supported(const std::uint8_t* packed, const std::uint8_t* scales, std::int64_t n, std::int64_t k) {
+  return n > 0 && k > 0 && k % kStageK == 0 && reinterpret_cast<std::uintptr_t>(packed) % 16 == 0 &&
+         reinterpret_cast<std::uintptr_t>(scales) % 4 == 0 && n <= std::int64_t{65535} * kRows;
+}
+
+// Measured on H200 (docs/perf-cuda.md 22; bench/results/cuda-2026-12-01-h200-wgemm-sweep-*.json,
+// both block shapes x K splits 1-8 at M = 64..1024): 64 activation rows per block up to M = 64,
+// else 128; the largest power-of-two K split (>= 8 stages = 512 k each) that keeps the grid
+// within two blocks per SM (the residency). Within 0-4% of the sweep's best at 4 of 5 shapes,
+// 9% at 256 x 4096 x 4096 (K split 2: 32.97 against 30.17 us at 4).
+WgemmTile wgemm_pick_tile(int sms, std::int64_t n, std::int64_t k, std::int64_t m) {
+  WgemmTile t;
+  t.bn = m <= 64 ? 64 : 128;
+  const std::int64_t blocks = ((n + kRows - 1) / kRows) * ((m + t.bn - 1) / t.bn);
+  const std::int64_t need = std::max<std::int64_t>(1, 2 * std::max(sms, 1) / blocks);
+  const std::int64_t stages = k / kStageK;
+  std::int64_t ks = 1;
+  while (ks * 2 <= need && ks * 2 * 8 <= stages && ks < 64) ks *= 2;
+  t.k_split = static_cast<int>(ks);
+  return t;
+}
+
+std::size_t wgemm_workspace_bytes(const GemvArgs& a, const WgemmTile& t) {
+  return t.k_split <= 1 ? 0 : static_cast<std::size_t>(t.k_split) * a.m_rows * a.n * sizeof(float);
+}
+
+cudaError_t gemm_nvfp4_sm90_wgmma(const GemvArgs& a, const WgemmTile& t, void* workspace, cudaStream_t stream) {
+  return t.bn == 64 ? launch_wg<64>(a, t, workspace, stream) : launch_wg<128>(a, t, workspace, stream);
+}
+
+std::string gemm_nvfp4_sm90_wgmma_name(const WgemmTile& t) {
+  return "gemm_nvfp4_sm90_wg_r" + std::to_string(kRows) + "_m" + std::to_string(t.bn);
+}
+
+}  // namespace nvfp4::cuda

@@ -1,0 +1,47 @@
+// kernels/cuda/gemm_nvfp4_sm90_wgmma.h -- internal launch interface of the wgmma GEMM ("wg") on
+// the canonical checkpoint layout: prefill and batched decode (M > 16) with bf16 activations on
+// Hopper. The weights are read as they are stored (no repack) and decoded in registers straight
+// into wgmma's A fragments; the activations are wgmma's B operand in shared memory. No
+// validation here: the API layer (matmul_cuda.cu) validates once and throws.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/gemv_nvfp4_sm90.h"
+
+namespace nvfp4::cuda {
+
+// Block shape of the wg kernel: 2 warpgroups x 64 weight rows (a block owns 128 output columns)
+// and
+//   bn:      activation rows per block, 64 or 128 (the wgmma's N);
+//   k_split: blocks per output tile along K, 1..64; > 1 writes fp32 partials that a second
+//            kernel sums in split order (deterministic), as the repacked GEMM does.
+struct WgemmTile {
+  int bn = 128;
+  int k_split = 1;
+};
+
+bool wgemm_tile_valid(const WgemmTile& t);
+
+// What the kernel reads, beyond GemvArgs' rules: K % 64 == 0 (one pipeline stage), packed rows
+// 16-byte aligned (K % 32 == 0 and a 16-byte aligned base), a 4-byte aligned scale base, and N
+// within the grid's y dimension (65535 blocks of 128 rows).
+bool wgemm_supported(const std::uint8_t* packed, const std::uint8_t* scales, std::int64_t n, std::int64_t k);
+
+// The built-in choice for M activation rows on a GPU with `sms` SMs.
+WgemmTile wgemm_pick_tile(int sms, std::int64_t n, std::int64_t k, std::int64_t m);
+
+// Device workspace the launch needs (0 when k_split == 1): the fp32 partials.
+std::size_t wgemm_workspace_bytes(const GemvArgs& a, const WgemmTile& t);
+
+// y = A . dequant(w)^T for a.m_rows bf16 rows (a.pieces == 1; rows 16-byte aligned, row stride a
+// multiple of 8, values past the real K zero), canonical packed/scales as wgemm_supported says.
+// `workspace` holds wgemm_workspace_bytes(a, t) bytes (may be null when 0).
+cudaError_t gemm_nvfp4_sm90_wgmma(const GemvArgs& a, const WgemmTile& t, void* workspace, cudaStream_t stream);
+std::string gemm_nvfp4_sm90_wgmma_name(const WgemmTile& t);
+
+}  // namespace nvfp4::cuda
