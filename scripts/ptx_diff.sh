@@ -10,6 +10,8 @@
 # name changed (e.g. a template parameter added: PTX_DIFF_RENAME='s/ELb0EEEv/EEEv/g').
 # PTX_DIFF_OLD_FILE: the file's path at REV when it differs (the repacked kernel lived in
 # gemv_nvfp4_sm90.cu before 2026-12-01: PTX_DIFF_OLD_FILE=src/kernels/cuda/gemv_nvfp4_sm90.cu).
+# When a shared header changed too (code moved into it), the old file must compile against the
+# old headers: ptx_diff.sh makes a temporary git worktree of REV for that (always; it is cheap).
 set -euo pipefail
 rev=${1:?usage: ptx_diff.sh REV [FILE] [KERNEL_REGEX]}
 file=${2:-src/kernels/cuda/gemv_nvfp4_sm90_repacked.cu}
@@ -18,11 +20,11 @@ root=$(git rev-parse --show-toplevel)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 flags=(-std=c++17 -gencode=arch=compute_90a,code=compute_90a --expt-relaxed-constexpr -I "$root/include" -I "$root/src" -I "$root")
-# The old copy sits next to the new one so that relative includes resolve the same way.
-old_src="$root/$(dirname "$file")/.ptx_diff_old_$$.cu"
-git -C "$root" show "$rev:${PTX_DIFF_OLD_FILE:-$file}" > "$old_src"
-trap 'rm -rf "$tmp" "$old_src"' EXIT
-nvcc "${flags[@]}" -ptx "$old_src" -o "$tmp/old.ptx"
+# The old file compiles in a worktree of REV, against REV's headers.
+git -C "$root" worktree add --detach -q "$tmp/old" "$rev"
+trap 'git -C "$root" worktree remove --force "$tmp/old"; rm -rf "$tmp"' EXIT
+old_flags=(-std=c++17 -gencode=arch=compute_90a,code=compute_90a --expt-relaxed-constexpr -I "$tmp/old/include" -I "$tmp/old/src" -I "$tmp/old")
+nvcc "${old_flags[@]}" -ptx "$tmp/old/${PTX_DIFF_OLD_FILE:-$file}" -o "$tmp/old.ptx"
 nvcc "${flags[@]}" -ptx "$root/$file" -o "$tmp/new.ptx"
 if [ -n "${PTX_DIFF_RENAME:-}" ]; then sed -i -E "$PTX_DIFF_RENAME" "$tmp/new.ptx"; fi
 # One file per kernel entry, named by its mangled name without the file-unique prefix,

@@ -1,5 +1,5 @@
 // kernels/cuda/gemm_nvfp4_sm90_wgmma.cu -- the wgmma GEMM ("wg") on the canonical checkpoint
-// layout, for prefill and batched decode with bf16 activations (M > 16) on Hopper.
+// layout, for batched decode and short prefills with bf16 activations (M = 17..256) on Hopper.
 //
 // Why: without FP4 tensor cores, prefill used to decode each weight into a dense bf16 panel
 // and run cuBLAS (gemm_nvfp4_cublas.h): 0.90x dense bf16, the panel's write and read costing
@@ -22,14 +22,19 @@
 //  * B = activations, from shared memory: BN rows x 64 k bf16 per stage, 128-byte rows with the
 //    128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)), which wgmma reads
 //    conflict-free; K-major, so no transpose.
-//  * A ring of kStages stages in shared memory, filled by cp.async (no registers in flight):
-//    activations, the block's packed weights (128 rows x 32 bytes, row pitch 48: the lanes'
-//    16-byte reads of 8 rows hit distinct banks) and raw scales (128 x 4 bytes). The block's 512
-//    scales per stage are converted once (two per thread) into bf16 in a small buffer, not 4x per
-//    quad in the decode.
-//  * Per stage: one __syncthreads; the warpgroup's 4 wgmmas are issued asynchronously, and while
-//    they run the warps decode the next stage into the other register set (double-buffered A:
-//    wgmma reads its A registers until it completes, so wait_group 1 precedes the overwrite).
+//  * A ring of stages in shared memory, filled by cp.async (no registers in flight): activations,
+//    the block's packed weights (128 rows x 32 bytes, row pitch 48: the lanes' reads of 8 rows
+//    hit distinct banks) and the raw scales in each row's padding. Each warp converts the 64
+//    scales of its rows once per stage into bf16 (not 4x per quad in the decode).
+//  * Per stage: one __syncthreads; each warpgroup issues its 4 wgmmas asynchronously, then
+//    decodes the next stage: at BN = 64 into a second register set while they run (wgmma reads
+//    its A registers until it completes); at BN = 128, whose accumulators leave room for one set
+//    in 128 registers, after they complete. Two blocks per SM, so the other warpgroups keep the
+//    tensor cores busy meanwhile.
+//  * Measured (H200, docs/perf-cuda.md 22): 1.1-3.4x the dense-panel path at M = 24..256, and
+//    ahead of the repacked mma.sync GEMM from 64 rows; 280-360 TFLOP/s at M >= 256, latency-bound
+//    (2-4 warps per scheduler, stalls on the per-stage barrier and the cp.async wait), so larger M
+//    keeps the panel path.
 //  * K split over blocks (grid z) where the tiles alone do not fill the GPU: fp32 partials and
 //    finalize_k_split (gemv_sm90_device.cuh), summed in split order: deterministic.
 #include "kernels/cuda/gemm_nvfp4_sm90_wgmma.h"

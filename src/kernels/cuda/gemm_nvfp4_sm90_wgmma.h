@@ -1,8 +1,9 @@
 // kernels/cuda/gemm_nvfp4_sm90_wgmma.h -- internal launch interface of the wgmma GEMM ("wg") on
-// the canonical checkpoint layout: prefill and batched decode (M > 16) with bf16 activations on
-// Hopper. The weights are read as they are stored (no repack) and decoded in registers straight
-// into wgmma's A fragments; the activations are wgmma's B operand in shared memory. No
-// validation here: the API layer (matmul_cuda.cu) validates once and throws.
+// the canonical checkpoint layout: batched decode and short prefills (M = 17..256, kWgemmMaxRows
+// in matmul_cuda.h) with bf16 activations on Hopper. The weights are read as they are stored (no
+// repack) and decoded in registers straight into wgmma's A fragments; the activations are wgmma's
+// B operand in shared memory. No validation here: the API layer (matmul_cuda.cu) validates once
+// and throws.
 #pragma once
 
 #include <cstddef>

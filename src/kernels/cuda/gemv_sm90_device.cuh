@@ -1,9 +1,10 @@
 // kernels/cuda/gemv_sm90_device.cuh -- device code shared by the Hopper kernels:
 // gemv_nvfp4_sm90.cu (the canonical-layout GEMVs), gemv_nvfp4_sm90_repacked.cu (the repacked
-// GEMV) and gemm_nvfp4_sm90_repacked.cu (the repacked GEMM). The PRMT / packed-multiply /
-// mma.sync / cp.async / griddepcontrol wrappers, the repacked layout's decode, the static schedule of warps
-// over K (warp_slot), and the epilogues that sum a K split's partials in a fixed order and
-// store. Internal linkage (an anonymous namespace): each kernel file inlines its own copy.
+// GEMV), gemm_nvfp4_sm90_repacked.cu (the repacked GEMM) and gemm_nvfp4_sm90_wgmma.cu (the wgmma
+// GEMM). The PRMT / packed-multiply / mma.sync / cp.async / griddepcontrol wrappers, the block
+// scale conversion, the repacked layout's decode, the static schedule of warps over K
+// (warp_slot), the epilogues that sum a K split's partials in a fixed order and store, and the
+// GEMMs' K-split second kernel and launch helper. Internal linkage (an anonymous namespace): each kernel file inlines its own copy.
 #pragma once
 
 #include <cuda_fp16.h>
