@@ -754,6 +754,78 @@ void run_direct_or_in_graph(cudaStream_t st, bool graph, const std::function<voi
   cudaGraphDestroy(g);
 }
 
+// Two calls into adjacent bf16 outputs, on a stream and then captured into a CUDA graph and
+// replayed: all four results carry the same bits and match the oracle. call(x, y, stream) runs one.
+void expect_stream_and_graph_identical(const QuantizedWeight& qw, const Tensor& x, const std::string& what,
+                                       const std::function<void(const MatrixView&, const MatrixView&, cudaStream_t)>& call) {
+  const std::int64_t m = x.shape[0], k = x.shape[1], n = qw.n;
+  const DeviceCopy dx(x.data(), x.bytes.size());
+  void* dy = nullptr;
+  ASSERT_EQ(cudaMalloc(&dy, 2 * m * n * 2), cudaSuccess);
+  cudaStream_t st;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+  std::vector<std::uint8_t> first;
+  for (const bool graph : {false, true}) {
+    ASSERT_EQ(cudaMemset(dy, 0xFF, 2 * m * n * 2), cudaSuccess);
+    run_direct_or_in_graph(st, graph, [&] {
+      for (int i = 0; i < 2; ++i)
+        call(MatrixView{dx.p, DType::kBF16, m, k, k}, MatrixView{static_cast<char*>(dy) + i * m * n * 2, DType::kBF16, m, n, n}, st);
+    });
+    std::vector<std::uint8_t> h(2 * m * n * 2);
+    ASSERT_EQ(cudaMemcpy(h.data(), dy, h.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_TRUE(std::equal(h.begin(), h.begin() + m * n * 2, h.begin() + m * n * 2)) << what << " graph " << graph;
+    if (first.empty()) first = h;
+    ASSERT_TRUE(h == first) << what << ": the graph replay gave other bits than the stream";
+    Tensor y(DType::kBF16, {m, n});
+    std::memcpy(y.data(), h.data(), m * n * 2);
+    Tensor xc = x;
+    check_against_oracle(MatrixView{xc.data(), DType::kBF16, m, k, k}, qw, MatrixView{y.data(), DType::kBF16, m, n, n},
+                         what + (graph ? " in a graph" : " on a stream"));
+  }
+  cudaStreamDestroy(st);
+  cudaFree(dy);
+}
+
+// Rows 3, 17 and 29 of x (K >= 1024) get +Inf, NaN and -Inf at one k each.
+Tensor with_non_finite_rows(Tensor x) {
+  const std::int64_t k = x.shape[1];
+  x.set(3 * k + 77, INFINITY);
+  x.set(17 * k + 500, NAN);
+  x.set(29 * k + 1000, -INFINITY);
+  return x;
+}
+
+// y = x . W^T from a kernel, x from with_non_finite_rows: NaN exactly where the oracle has NaN
+// (Inf x 0 included), the oracle's +-Inf where it has one, and the finite rows within tolerance.
+void expect_non_finite_like_oracle(const QuantizedWeight& qw, const Tensor& x, const Tensor& y, const std::string& what) {
+  const std::int64_t m = x.shape[0], k = x.shape[1], n = qw.n;
+  const DType dt = x.dtype;
+  Tensor xf(DType::kF32, {m, k}), ref(DType::kF32, {m, n});
+  for (std::int64_t i = 0; i < x.numel(); ++i) xf.set(i, x.get(i));
+  quantized_matmul_ref(MatrixView{xf.data(), DType::kF32, m, k, k}, qw.view(), MatrixView{ref.data(), DType::kF32, m, n, n});
+  int bad = 0, nonfinite = 0;
+  for (const std::int64_t r : {3, 17, 29})
+    for (std::int64_t j = 0; j < n; ++j) {
+      const float got = y.get(r * n + j), want = ref.get(r * n + j);
+      ASSERT_FALSE(std::isfinite(want)) << "the oracle row " << r << " should not be finite";
+      nonfinite += std::isnan(want) ? 0 : 1;
+      const bool same = std::isnan(want) ? std::isnan(got) : got == want;
+      if (!same && ++bad <= 5) ADD_FAILURE() << what << " y[" << r << "," << j << "] = " << got << ", oracle " << want;
+    }
+  EXPECT_EQ(bad, 0) << what;
+  EXPECT_GT(nonfinite, 0) << "some outputs should be +-Inf, not NaN, for the test to mean anything";
+  Tensor xs(dt, {m - 3, k}), ys(dt, {m - 3, n});  // the finite rows
+  std::int64_t rr = 0;
+  for (std::int64_t r = 0; r < m; ++r) {
+    if (r == 3 || r == 17 || r == 29) continue;
+    for (std::int64_t c = 0; c < k; ++c) xs.set(rr * k + c, x.get(r * k + c));
+    for (std::int64_t c = 0; c < n; ++c) ys.set(rr * n + c, y.get(r * n + c));
+    ++rr;
+  }
+  check_against_oracle(MatrixView{xs.data(), dt, m - 3, k, k}, qw, MatrixView{ys.data(), dt, m - 3, n, n},
+                       what + ": finite rows next to non-finite ones");
+}
+
 struct DevWeight {
   void *p = nullptr, *s = nullptr, *rp = nullptr, *rs = nullptr;
   std::int64_t n = 0, k = 0;
@@ -1141,34 +1213,11 @@ TEST(CudaRgemm, OneHotOracleEveryTileDeterministic) {
       check_against_oracle(MatrixView{x.data(), DType::kBF16, m, cols, stride}, qw, MatrixView{y.data(), DType::kBF16, m, n, n},
                            "rgemm padded strided rows");
     }
-    // A graph replay gives the direct call's bits (the counters are cleared by the launch).
-    {
-      const std::int64_t m = 48;
-      Tensor x = random_x(DType::kBF16, m, k, seed + 5);
-      const DeviceCopy dx(x.data(), x.bytes.size());
-      void* dy = nullptr;
-      ASSERT_EQ(cudaMalloc(&dy, 2 * m * n * 2), cudaSuccess);
-      cudaStream_t st;
-      ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
-      for (const bool graph : {false, true}) {
-        ASSERT_EQ(cudaMemset(dy, 0xFF, 2 * m * n * 2), cudaSuccess);
-        run_direct_or_in_graph(st, graph, [&] {
-          for (int i = 0; i < 2; ++i)
-            cuda::quantized_matmul_repacked_rgemm(MatrixView{dx.p, DType::kBF16, m, k, k}, dw.view(),
-                                                  MatrixView{static_cast<char*>(dy) + i * m * n * 2, DType::kBF16, m, n, n}, st,
-                                                  &tiles[3]);
-        });
-        std::vector<std::uint8_t> h(2 * m * n * 2);
-        ASSERT_EQ(cudaMemcpy(h.data(), dy, h.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-        ASSERT_TRUE(std::equal(h.begin(), h.begin() + m * n * 2, h.begin() + m * n * 2)) << "graph " << graph;
-        Tensor y(DType::kBF16, {m, n});
-        std::memcpy(y.data(), h.data(), m * n * 2);
-        check_against_oracle(MatrixView{x.data(), DType::kBF16, m, k, k}, qw, MatrixView{y.data(), DType::kBF16, m, n, n},
-                             graph ? "rgemm in a graph" : "rgemm on a stream");
-      }
-      cudaStreamDestroy(st);
-      cudaFree(dy);
-    }
+    // A graph replay gives the direct call's bits.
+    expect_stream_and_graph_identical(qw, random_x(DType::kBF16, 48, k, seed + 5), "rgemm",
+                                      [&](const MatrixView& xv, const MatrixView& yv, cudaStream_t st) {
+                                        cuda::quantized_matmul_repacked_rgemm(xv, dw.view(), yv, st, &tiles[3]);
+                                      });
   }
   // A bad block shape is an error naming it.
   const QuantizedWeight qw = random_weight(16, 128, 3);
@@ -1262,38 +1311,11 @@ TEST(CudaRgemm, NonFiniteActivationsPropagateLikeTheOracle) {
   const DevWeight dw(qw);
   for (const DType dt : {DType::kBF16, DType::kF32})
     for (const cuda::RgemmTile t : {cuda::RgemmTile{8, 1}, cuda::RgemmTile{4, 3}}) {
-      Tensor x = random_x(dt, m, k, seed + 1);
-      x.set(3 * k + 77, INFINITY);
-      x.set(17 * k + 500, NAN);
-      x.set(29 * k + 1000, -INFINITY);
+      const Tensor x = with_non_finite_rows(random_x(dt, m, k, seed + 1));
       Tensor y = nan_tensor(dt, m, n);
       run_rgemm(dw, x, y, m, &t);
-      Tensor xf(DType::kF32, {m, k}), ref(DType::kF32, {m, n});
-      for (std::int64_t i = 0; i < x.numel(); ++i) xf.set(i, x.get(i));
-      quantized_matmul_ref(MatrixView{xf.data(), DType::kF32, m, k, k}, qw.view(), MatrixView{ref.data(), DType::kF32, m, n, n});
-      int bad = 0, nonfinite = 0;
-      for (const std::int64_t r : {3, 17, 29})
-        for (std::int64_t j = 0; j < n; ++j) {
-          const float got = y.get(r * n + j), want = ref.get(r * n + j);
-          ASSERT_FALSE(std::isfinite(want)) << "the oracle row " << r << " should not be finite";
-          nonfinite += std::isnan(want) ? 0 : 1;
-          const bool same = std::isnan(want) ? std::isnan(got) : got == want;
-          if (!same && ++bad <= 5)
-            ADD_FAILURE() << dtype_name(dt) << " nb" << t.nb << " ks" << t.k_split << " y[" << r << "," << j << "] = " << got
-                          << ", oracle " << want;
-        }
-      EXPECT_EQ(bad, 0);
-      EXPECT_GT(nonfinite, 0) << "some outputs should be +-Inf, not NaN, for the test to mean anything";
-      Tensor xs(dt, {m - 3, k}), ys(dt, {m - 3, n});  // the finite rows
-      std::int64_t rr = 0;
-      for (std::int64_t r = 0; r < m; ++r) {
-        if (r == 3 || r == 17 || r == 29) continue;
-        for (std::int64_t c = 0; c < k; ++c) xs.set(rr * k + c, x.get(r * k + c));
-        for (std::int64_t c = 0; c < n; ++c) ys.set(rr * n + c, y.get(r * n + c));
-        ++rr;
-      }
-      check_against_oracle(MatrixView{xs.data(), dt, m - 3, k, k}, qw, MatrixView{ys.data(), dt, m - 3, n, n},
-                           std::string("rgemm finite rows next to non-finite ones, ") + dtype_name(dt));
+      expect_non_finite_like_oracle(qw, x, y, std::string("rgemm ") + dtype_name(dt) + " nb" + std::to_string(t.nb) + " ks" +
+                                                  std::to_string(t.k_split));
     }
 }
 
@@ -1377,32 +1399,10 @@ TEST(CudaWgemm, OneHotOracleEveryTileDeterministic) {
                            "wgemm padded strided rows");
     }
     // A graph replay gives the direct call's bits.
-    {
-      const std::int64_t m = 48;
-      Tensor x = random_x(DType::kBF16, m, k, seed + 5);
-      const DeviceCopy dx(x.data(), x.bytes.size());
-      void* dy = nullptr;
-      ASSERT_EQ(cudaMalloc(&dy, 2 * m * n * 2), cudaSuccess);
-      cudaStream_t st;
-      ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
-      for (const bool graph : {false, true}) {
-        ASSERT_EQ(cudaMemset(dy, 0xFF, 2 * m * n * 2), cudaSuccess);
-        run_direct_or_in_graph(st, graph, [&] {
-          for (int i = 0; i < 2; ++i)
-            cuda::quantized_matmul_wgemm(MatrixView{dx.p, DType::kBF16, m, k, k}, dw.view(),
-                                         MatrixView{static_cast<char*>(dy) + i * m * n * 2, DType::kBF16, m, n, n}, st, &tiles[3]);
-        });
-        std::vector<std::uint8_t> h(2 * m * n * 2);
-        ASSERT_EQ(cudaMemcpy(h.data(), dy, h.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-        ASSERT_TRUE(std::equal(h.begin(), h.begin() + m * n * 2, h.begin() + m * n * 2)) << "graph " << graph;
-        Tensor y(DType::kBF16, {m, n});
-        std::memcpy(y.data(), h.data(), m * n * 2);
-        check_against_oracle(MatrixView{x.data(), DType::kBF16, m, k, k}, qw, MatrixView{y.data(), DType::kBF16, m, n, n},
-                             graph ? "wgemm in a graph" : "wgemm on a stream");
-      }
-      cudaStreamDestroy(st);
-      cudaFree(dy);
-    }
+    expect_stream_and_graph_identical(qw, random_x(DType::kBF16, 48, k, seed + 5), "wgemm",
+                                      [&](const MatrixView& xv, const MatrixView& yv, cudaStream_t st) {
+                                        cuda::quantized_matmul_wgemm(xv, dw.view(), yv, st, &tiles[3]);
+                                      });
   }
   // A bad block shape, fp16 rows, K % 64 != 0 and a misaligned packed base are errors naming the call.
   const QuantizedWeight qw = random_weight(32, 128, 3);
@@ -1490,37 +1490,10 @@ TEST(CudaWgemm, NonFiniteActivationsPropagateLikeTheOracle) {
   const QuantizedWeight qw = random_weight(n, k, seed);
   const CanonWeight dw(qw);
   for (const cuda::WgemmTile t : {cuda::WgemmTile{64, 1}, cuda::WgemmTile{128, 3}}) {
-    Tensor x = random_x(DType::kBF16, m, k, seed + 1);
-    x.set(3 * k + 77, INFINITY);
-    x.set(17 * k + 500, NAN);
-    x.set(29 * k + 1000, -INFINITY);
+    const Tensor x = with_non_finite_rows(random_x(DType::kBF16, m, k, seed + 1));
     Tensor y = nan_tensor(DType::kBF16, m, n);
     run_wgemm(dw, x, y, m, &t);
-    Tensor xf(DType::kF32, {m, k}), ref(DType::kF32, {m, n});
-    for (std::int64_t i = 0; i < x.numel(); ++i) xf.set(i, x.get(i));
-    quantized_matmul_ref(MatrixView{xf.data(), DType::kF32, m, k, k}, qw.view(), MatrixView{ref.data(), DType::kF32, m, n, n});
-    int bad = 0, nonfinite = 0;
-    for (const std::int64_t r : {3, 17, 29})
-      for (std::int64_t j = 0; j < n; ++j) {
-        const float got = y.get(r * n + j), want = ref.get(r * n + j);
-        ASSERT_FALSE(std::isfinite(want)) << "the oracle row " << r << " should not be finite";
-        nonfinite += std::isnan(want) ? 0 : 1;
-        const bool same = std::isnan(want) ? std::isnan(got) : got == want;
-        if (!same && ++bad <= 5)
-          ADD_FAILURE() << wg_tile_name(&t) << " y[" << r << "," << j << "] = " << got << ", oracle " << want;
-      }
-    EXPECT_EQ(bad, 0);
-    EXPECT_GT(nonfinite, 0) << "some outputs should be +-Inf, not NaN, for the test to mean anything";
-    Tensor xs(DType::kBF16, {m - 3, k}), ys(DType::kBF16, {m - 3, n});
-    std::int64_t rr = 0;
-    for (std::int64_t r = 0; r < m; ++r) {
-      if (r == 3 || r == 17 || r == 29) continue;
-      for (std::int64_t c = 0; c < k; ++c) xs.set(rr * k + c, x.get(r * k + c));
-      for (std::int64_t c = 0; c < n; ++c) ys.set(rr * n + c, y.get(r * n + c));
-      ++rr;
-    }
-    check_against_oracle(MatrixView{xs.data(), DType::kBF16, m - 3, k, k}, qw, MatrixView{ys.data(), DType::kBF16, m - 3, n, n},
-                         "wgemm finite rows next to non-finite ones");
+    expect_non_finite_like_oracle(qw, x, y, "wgemm " + wg_tile_name(&t));
   }
 }
 

@@ -234,20 +234,10 @@ cudaError_t launch_rg(const GemvArgs& a, const RgemmTile& t, void* workspace, cu
   const RgGrid gr = rg_grid(a, t);
   const std::size_t smem = std::max<std::size_t>(static_cast<std::size_t>(kStages) * rg_stage_bytes(W, RT, NB),
                                                  static_cast<std::size_t>(W) * 8 * NB * kRedPitch * sizeof(float));
-  // > 48 KB of dynamic shared memory must be allowed per kernel (CUDA programming guide); set on
-  // every launch (a host-side attribute, cheap, and right for whichever device is current). Not
-  // cached: a cudaDeviceReset clears it, and a stale cache would fail the launch.
-  const void* fn = reinterpret_cast<const void*>(gemm_nvfp4_rg_kernel<W, RT, NB>);
-  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-  if (e != cudaSuccess) return e;
-  GemvArgs args = a;
-  int ks = t.k_split;
-  float* ws = static_cast<float*>(workspace);
-  void* kargs[] = {&args, &ks, &ws};
-  e = launch_pdl(fn, dim3(static_cast<unsigned>(gr.m_blocks), static_cast<unsigned>(gr.row_blocks), static_cast<unsigned>(ks)),
-                 dim3(32 * W), smem, a.pdl, stream, kargs);
-  if (e != cudaSuccess || ks == 1) return e;
-  return launch_finalize_k_split(a, ks, ws, stream);
+  return launch_split_k_gemm(reinterpret_cast<const void*>(gemm_nvfp4_rg_kernel<W, RT, NB>),
+                             dim3(static_cast<unsigned>(gr.m_blocks), static_cast<unsigned>(gr.row_blocks),
+                                  static_cast<unsigned>(t.k_split)),
+                             dim3(32 * W), smem, a, t.k_split, workspace, stream);
 }
 
 }  // namespace

@@ -304,21 +304,10 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_nvfp4_wg_kernel(GemvArgs p, 
 
 template <int BN>
 cudaError_t launch_wg(const GemvArgs& a, const WgemmTile& t, void* workspace, cudaStream_t stream) {
-  const std::size_t smem = wg_smem_bytes(BN);
-  // > 48 KB of dynamic shared memory must be allowed per kernel; set on every launch, as the
-  // repacked GEMM does (a cudaDeviceReset clears it).
-  const void* fn = reinterpret_cast<const void*>(gemm_nvfp4_wg_kernel<BN>);
-  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-  if (e != cudaSuccess) return e;
-  GemvArgs args = a;
-  int ks = t.k_split;
-  float* ws = static_cast<float*>(workspace);
-  void* kargs[] = {&args, &ks, &ws};
   const dim3 grid(static_cast<unsigned>((a.m_rows + BN - 1) / BN), static_cast<unsigned>((a.n + kRows - 1) / kRows),
-                  static_cast<unsigned>(ks));
-  e = launch_pdl(fn, grid, dim3(kThreads), smem, a.pdl, stream, kargs);
-  if (e != cudaSuccess || ks == 1) return e;
-  return launch_finalize_k_split(a, ks, ws, stream);
+                  static_cast<unsigned>(t.k_split));
+  return launch_split_k_gemm(reinterpret_cast<const void*>(gemm_nvfp4_wg_kernel<BN>), grid, dim3(kThreads),
+                             wg_smem_bytes(BN), a, t.k_split, workspace, stream);
 }
 
 }  // namespace

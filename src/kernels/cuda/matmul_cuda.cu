@@ -189,6 +189,20 @@ void run_row_chunks(const char* op, const std::string& shape, const MatrixView& 
   check(err, op, "kernel launch for " + shape);
 }
 
+// Runs launch(ws) with `bytes` of stream-ordered scratch (ws null when 0: a GEMM without a K
+// split), freed after it on the same stream; the first error wins.
+template <class Launch>
+cudaError_t with_scratch(std::size_t bytes, cudaStream_t stream, Launch launch) {
+  void* ws = nullptr;
+  if (bytes > 0) {
+    const cudaError_t e = scratch_alloc(&ws, bytes, stream);
+    if (e != cudaSuccess) return e;
+  }
+  const cudaError_t e = launch(ws);
+  const cudaError_t e2 = ws ? scratch_free(ws, stream) : cudaSuccess;
+  return e != cudaSuccess ? e : e2;
+}
+
 // The wgmma GEMM (gemm_nvfp4_sm90_wgmma.cu) reads bf16 rows and canonical weights whose shape
 // and alignment it supports; everything else keeps the dense-panel path.
 bool wgemm_applies(const MatrixView& x, const WeightView& w) {
@@ -203,15 +217,8 @@ void run_wgemm(const char* op, const std::string& shape, const MatrixView& x, co
   const WgemmTile tile = tile_in ? *tile_in : wgemm_pick_tile(device_info().sms, w.n, w.k, x.rows);
   run_row_chunks(op, shape, x, y, 1, direct, static_cast<int>(std::min<std::int64_t>(x.rows, 1 << 30)), stream,
                  weight_args(w), [&](const GemvArgs& la) {
-    const std::size_t bytes = wgemm_workspace_bytes(la, tile);
-    void* ws = nullptr;
-    if (bytes > 0) {
-      const cudaError_t e = scratch_alloc(&ws, bytes, stream);
-      if (e != cudaSuccess) return e;
-    }
-    const cudaError_t e = gemm_nvfp4_sm90_wgmma(la, tile, ws, stream);
-    const cudaError_t e2 = ws ? scratch_free(ws, stream) : cudaSuccess;
-    return e != cudaSuccess ? e : e2;
+    return with_scratch(wgemm_workspace_bytes(la, tile), stream,
+                        [&](void* ws) { return gemm_nvfp4_sm90_wgmma(la, tile, ws, stream); });
   });
   if (kernel_name) *kernel_name = gemm_nvfp4_sm90_wgmma_name(tile);
 }
@@ -358,15 +365,8 @@ void run_rgemm(const char* op, const std::string& shape, const MatrixView& x, co
   const RgemmTile tile = tile_in ? *tile_in : rgemm_pick_tile(device_info().sms, w.n, w.k, pieces * x.rows);
   run_row_chunks(op, shape, x, y, pieces, direct, static_cast<int>(std::min<std::int64_t>(x.rows, 1 << 30)), stream, a,
                  [&](const GemvArgs& la) {
-    const std::size_t bytes = rgemm_workspace_bytes(la, tile);
-    void* ws = nullptr;
-    if (bytes > 0) {
-      const cudaError_t e = scratch_alloc(&ws, bytes, stream);
-      if (e != cudaSuccess) return e;
-    }
-    const cudaError_t e = gemm_nvfp4_sm90_repacked(la, tile, ws, stream);
-    const cudaError_t e2 = ws ? scratch_free(ws, stream) : cudaSuccess;
-    return e != cudaSuccess ? e : e2;
+    return with_scratch(rgemm_workspace_bytes(la, tile), stream,
+                        [&](void* ws) { return gemm_nvfp4_sm90_repacked(la, tile, ws, stream); });
   });
   if (kernel_name) *kernel_name = gemm_nvfp4_sm90_repacked_name(tile);
 }
