@@ -31,6 +31,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -301,60 +302,77 @@ std::vector<Row> run_cpu(const Options& o) {
 
     // --- dense baseline on the dequantized weights ---
     {
+      // oneDNN's bf16 matmul where this CPU has it; else OpenBLAS fp32 cblas_sgemm. oneDNN 2.6
+      // creates no bf16 matmul without bf16 support for the CPU (found under qemu-aarch64,
+      // 2026-12-01: "could not create a primitive descriptor iterator"), so the row says which.
 #if defined(NVFP4_HAVE_DNNL)
-      const DType bdt = DType::kBF16;
-      const char* variant = "onednn_bf16";
-      const char* kname = "dnnl::matmul bf16:bf16:f32 (prepacked weights)";
+      using dnnl::memory;
+      std::optional<dnnl::engine> eng;
+      std::optional<dnnl::stream> strm;
+      std::optional<dnnl::matmul::primitive_desc> pd;
+      const memory::desc a_md({s.m, s.k}, memory::data_type::bf16, memory::format_tag::ab);
+      const memory::desc c_md({s.m, s.n}, memory::data_type::f32, memory::format_tag::ab);
+      try {
+        eng.emplace(dnnl::engine::kind::cpu, 0);
+        strm.emplace(*eng);
+        const memory::desc b_any({s.k, s.n}, memory::data_type::bf16, memory::format_tag::any);
+        pd.emplace(dnnl::matmul::desc(a_md, b_any, c_md), *eng);
+      } catch (const dnnl::error&) {
+        pd.reset();
+      }
+      const bool use_dnnl = pd.has_value();
 #else
-      const DType bdt = DType::kF32;
-      const char* variant = "openblas_f32";
-      const char* kname = "cblas_sgemm";
+      const bool use_dnnl = false;
 #endif
+      const DType bdt = use_dnnl ? DType::kBF16 : DType::kF32;
+      const char* variant = use_dnnl ? "onednn_bf16" : "openblas_f32";
+      const char* kname = use_dnnl ? "dnnl::matmul bf16:bf16:f32 (prepacked weights)"
+                                   : "cblas_sgemm (no oneDNN bf16 matmul on this CPU/build)";
       const Tensor wd = dequantize(qw, bdt);
       Tensor xd(bdt, {s.m, s.k});
       for (std::int64_t i = 0; i < s.m * s.k; ++i) xd.set(i, x.get(i));
       const std::int64_t dbytes = static_cast<std::int64_t>(wd.bytes.size());
       const int dcopies = o.cold ? static_cast<int>(std::max<std::int64_t>(2, (rot + dbytes - 1) / dbytes)) : 1;
       std::vector<float> yd(static_cast<std::size_t>(s.m * s.n));
+      std::function<void(int)> call;
 #if defined(NVFP4_HAVE_DNNL)
       // Weights prepacked once per rotation copy into the layout oneDNN picks for this shape
       // (format_tag::any + reorder), as an inference engine loads them and as the replay's dense
       // baseline does. The plain [N][K] layout made oneDNN slower at M > 1 (2026-12-01, Zen 4,
       // M = 8: the shape rows' plain-layout oneDNN summed to 86 ms over Qwen3-4B's replayed linears,
       // the prepacked replay took 52 ms), which flattered NVFP4.
-      using dnnl::memory;
-      dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-      dnnl::stream strm(eng);
-      const memory::desc a_md({s.m, s.k}, memory::data_type::bf16, memory::format_tag::ab);
-      const memory::desc b_any({s.k, s.n}, memory::data_type::bf16, memory::format_tag::any);
-      const memory::desc c_md({s.m, s.n}, memory::data_type::f32, memory::format_tag::ab);
-      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_any, c_md), eng);
-      const dnnl::matmul prim(pd);
-      memory plain(memory::desc({s.k, s.n}, memory::data_type::bf16, memory::format_tag::ba), eng,
-                   const_cast<std::uint8_t*>(wd.bytes.data()));  // W[N][K] is (K, N) in "ba"
-      std::vector<memory> dpool;
-      for (int c = 0; c < dcopies; ++c) {
-        dpool.emplace_back(pd.weights_desc(), eng);
-        dnnl::reorder(plain, dpool.back()).execute(strm, plain, dpool.back());
+      std::optional<dnnl::matmul> prim;
+      std::vector<memory> dpool_dnnl;
+      std::optional<memory> a_mem, c_mem;
+      if (use_dnnl) {
+        prim.emplace(*pd);
+        memory plain(memory::desc({s.k, s.n}, memory::data_type::bf16, memory::format_tag::ba), *eng,
+                     const_cast<std::uint8_t*>(wd.bytes.data()));  // W[N][K] is (K, N) in "ba"
+        for (int c = 0; c < dcopies; ++c) {
+          dpool_dnnl.emplace_back(pd->weights_desc(), *eng);
+          dnnl::reorder(plain, dpool_dnnl.back()).execute(*strm, plain, dpool_dnnl.back());
+        }
+        strm->wait();
+        a_mem.emplace(a_md, *eng, xd.data());
+        c_mem.emplace(c_md, *eng, yd.data());
+        call = [&](int c) {
+          prim->execute(*strm, {{DNNL_ARG_SRC, *a_mem}, {DNNL_ARG_WEIGHTS, dpool_dnnl[c]}, {DNNL_ARG_DST, *c_mem}});
+          strm->wait();
+        };
       }
-      strm.wait();
-      memory a_mem(a_md, eng, xd.data()), c_mem(c_md, eng, yd.data());
-      auto call = [&](int c) {
-        prim.execute(strm, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, dpool[c]}, {DNNL_ARG_DST, c_mem}});
-        strm.wait();
-      };
-#else
-      HostBuffer dpool(static_cast<std::size_t>(dbytes * dcopies));
-      cpu::parallel_for(dcopies, [&](std::int64_t c) {
-        std::memcpy(dpool.data() + c * dbytes, wd.bytes.data(), static_cast<std::size_t>(dbytes));
-      });
-      auto call = [&](int c) {
-        const float* b = reinterpret_cast<const float*>(dpool.data() + c * dbytes);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(s.m), static_cast<blasint>(s.n),
-                    static_cast<blasint>(s.k), 1.0f, static_cast<const float*>(xd.data()), static_cast<blasint>(s.k), b,
-                    static_cast<blasint>(s.k), 0.0f, yd.data(), static_cast<blasint>(s.n));
-      };
 #endif
+      HostBuffer dpool(use_dnnl ? 0 : static_cast<std::size_t>(dbytes * dcopies));
+      if (!use_dnnl) {
+        cpu::parallel_for(dcopies, [&](std::int64_t c) {
+          std::memcpy(dpool.data() + c * dbytes, wd.bytes.data(), static_cast<std::size_t>(dbytes));
+        });
+        call = [&](int c) {
+          const float* b = reinterpret_cast<const float*>(dpool.data() + c * dbytes);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(s.m), static_cast<blasint>(s.n),
+                      static_cast<blasint>(s.k), 1.0f, static_cast<const float*>(xd.data()), static_cast<blasint>(s.k), b,
+                      static_cast<blasint>(s.k), 0.0f, yd.data(), static_cast<blasint>(s.n));
+        };
+      }
       call(0);
       // bf16 x (rounded from a wider run dtype) times the dequantized weights in bf16: compare
       // with the oracle at 2^-6 relative.

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <tuple>
 
 
@@ -221,7 +222,17 @@ class CpuDenseReplay final : public ReplayEngine {
       const auto key = std::make_tuple(m, l.n, l.k);
       if (!pd_.count(key)) {
         const md src({m, l.k}, dt::bf16, tag::ab), wei({l.k, l.n}, dt::bf16, tag::any), dst({m, l.n}, dt::bf16, tag::ab);
-        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, dst), eng_);
+        std::optional<dnnl::matmul::primitive_desc> made;
+        try {
+          made.emplace(dnnl::matmul::desc(src, wei, dst), eng_);
+        } catch (const dnnl::error& e) {
+          // oneDNN has no bf16 matmul for this CPU (e.g. no bf16 support in oneDNN 2.6 for it;
+          // found under qemu-aarch64): say so instead of a bare oneDNN message.
+          fail("bench", fmt::format("dense cpu replay: oneDNN cannot create a bf16 matmul {}x{}x{} on this CPU ({}); "
+                                    "run with --no-dense to skip the dense baseline",
+                                    m, l.n, l.k, e.what()));
+        }
+        const dnnl::matmul::primitive_desc pd = *made;
         pd_.emplace(key, pd);
         prim_.emplace(key, dnnl::matmul(pd));
       }

@@ -145,12 +145,20 @@ TEST(Pack, LowNibbleFirst) {
   EXPECT_EQ(e2m1_high(0xA3), 0xA);
 }
 
-#if defined(__FLT16_MAX__)
+// The compiler's IEEE half type: __fp16 on AArch64 (ACLE; GCC 12 has no C++ _Float16 there),
+// _Float16 elsewhere where the compiler has it.
+#if defined(__aarch64__)
+#define NVFP4_TEST_HALF __fp16
+#elif defined(__FLT16_MAX__)
+#define NVFP4_TEST_HALF _Float16
+#endif
+
+#if defined(NVFP4_TEST_HALF)
 TEST(F16, MatchesCompilerFloat16) {
   // Every fp16 value round-trips; random floats round like the compiler's _Float16 conversion.
   for (std::uint32_t h = 0; h < 65536; ++h) {
     const float f = f16_to_f32(static_cast<std::uint16_t>(h));
-    _Float16 ref;
+    NVFP4_TEST_HALF ref;
     std::uint16_t hh = static_cast<std::uint16_t>(h);
     std::memcpy(&ref, &hh, 2);
     if (std::isnan(f)) {
@@ -166,7 +174,7 @@ TEST(F16, MatchesCompilerFloat16) {
   for (int i = 0; i < 500000; ++i) {
     const float f = f32_from_bits(static_cast<std::uint32_t>(rng()));
     if (std::isnan(f)) continue;
-    const _Float16 ref = static_cast<_Float16>(f);
+    const NVFP4_TEST_HALF ref = static_cast<NVFP4_TEST_HALF>(f);
     std::uint16_t rb;
     std::memcpy(&rb, &ref, 2);
     ASSERT_EQ(f32_to_f16(f), rb) << std::hexfloat << f;

@@ -17,6 +17,12 @@
 #include "kernels/cpu/tuning_cpu.h"
 
 #define HWY_WANT_AVX3_DL 1
+// Not for SVE: the register blocks below are arrays of vectors, and SVE vectors are sizeless
+// types that cannot be array elements. Arm CPUs with SVE also run NEON, which these kernels use
+// there (scripts/arm64_check.sh builds and tests it under qemu).
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
+#endif
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/gemm_nvfp4_hwy.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
