@@ -280,14 +280,26 @@ void quantized_matmul(const MatrixView& x, const WeightView& w, const MatrixView
   quantized_matmul_tile(x, w, y, stream, nullptr, nullptr);
 }
 
+namespace {
+
+// Checks shared by the entry points that force one path (tests, bench): arguments, and for a
+// non-empty call a usable device and device pointers. Returns the shape string for messages.
+std::string validate_forced_path(const char* op, const MatrixView& x, const WeightView& w, const MatrixView& y) {
+  validate_matmul(op, x, w, y);
+  const std::string shape = shape_of(x, w);
+  if (x.rows == 0) return shape;
+  if (!available()) fail(op, "no usable CUDA device (need compute capability 9.0) for " + shape);
+  require_device_pointers(op, shape, w.packed, w.scales, x.data, y.data);
+  return shape;
+}
+
+}  // namespace
+
 void quantized_matmul_wgemm(const MatrixView& x, const WeightView& w, const MatrixView& y, void* stream,
                             const WgemmTile* tile, std::string* kernel_name) {
   const char* op = "cuda::quantized_matmul (wgmma GEMM)";
-  validate_matmul(op, x, w, y);
+  const std::string shape = validate_forced_path(op, x, w, y);
   if (x.rows == 0) return;
-  const std::string shape = shape_of(x, w);
-  if (!available()) fail(op, "no usable CUDA device (need compute capability 9.0) for " + shape);
-  require_device_pointers(op, shape, w.packed, w.scales, x.data, y.data);
   if (!wgemm_applies(x, w))
     fail(op, "needs bf16 activations, K % 64 == 0, a 16-byte aligned packed and 4-byte aligned scale base, N <= 8388480 (" +
                  shape + ")");
@@ -297,12 +309,8 @@ void quantized_matmul_wgemm(const MatrixView& x, const WeightView& w, const Matr
 }
 
 void quantized_matmul_panel(const MatrixView& x, const WeightView& w, const MatrixView& y, void* stream) {
-  const char* op = "cuda::quantized_matmul (dense panel)";
-  validate_matmul(op, x, w, y);
+  validate_forced_path("cuda::quantized_matmul (dense panel)", x, w, y);
   if (x.rows == 0) return;
-  const std::string shape = shape_of(x, w);
-  if (!available()) fail(op, "no usable CUDA device (need compute capability 9.0) for " + shape);
-  require_device_pointers(op, shape, w.packed, w.scales, x.data, y.data);
   gemm_nvfp4_dequant_cublas(x, w, y, stream);
 }
 
