@@ -68,7 +68,7 @@ void check_all_paths(const Weight& w, const Act& x, std::int64_t y_stride, const
                                label.rfind("gemv", 0) == 0   ? CpuPath::kGemv
                                : label.rfind("gemm_f32", 0) == 0 ? CpuPath::kGemmF32
                                : label == "avx512bf16"           ? CpuPath::kGemmAvx512Bf16
-                               : label == "avx512bf16_gemv"      ? CpuPath::kGemvAvx512Bf16
+                               : label.rfind("avx512bf16_gemv", 0) == 0 ? CpuPath::kGemvAvx512Bf16
                                : label == "amx_gemv"             ? CpuPath::kGemvAmx
                                                                  : CpuPath::kGemmAmx);
     expect_matches_oracle(ref, y, sabs, w);
@@ -83,7 +83,16 @@ void check_all_paths(const Weight& w, const Act& x, std::int64_t y_stride, const
   hwy::SetSupportedTargetsForTest(0);
   // The AVX512-BF16 GEMV takes every dtype (fp16/fp32 split exactly into bf16 pieces, or the
   // Highway GEMV for data that cannot be split); the bf16 GEMMs take bf16 only.
-  if (cpu::cpu_path_supported(CpuPath::kGemvAvx512Bf16, t)) compare("avx512bf16_gemv");
+  if (cpu::cpu_path_supported(CpuPath::kGemvAvx512Bf16, t)) {
+    // M = 1 runs the bf16 dot or the FMA dot (gemv_m1_fma); both, whatever this host's default.
+    const cpu::CpuTuning saved = cpu::cpu_tuning();
+    for (std::int64_t fma : {0, 1}) {
+      if (m != 1 && fma == 1) continue;
+      cpu::cpu_tuning_mutable().gemv_m1_fma = fma ? 7 : 0;  // 7: every dtype
+      compare(fma ? "avx512bf16_gemv m1_fma=1" : "avx512bf16_gemv m1_fma=0");
+    }
+    cpu::cpu_tuning_mutable() = saved;
+  }
   if (cpu::cpu_path_supported(CpuPath::kGemvAmx, t)) compare("amx_gemv");  // AMX hosts only
   if (t == DType::kBF16) {
     if (cpu::cpu_path_supported(CpuPath::kGemmAvx512Bf16, t)) compare("avx512bf16");
@@ -419,6 +428,7 @@ TEST(CpuMatmulSplit, DispatchFollowsTuningTable) {
   // The chain below the AMX GEMV: with gemv_amx_rows = 0 it is the same on every host (an AMX
   // host would otherwise take the AMX GEMV for these M first). The AMX link is checked after.
   t.gemv_amx_rows = 0;
+  t.gemv_m1_fma = 0;  // checked below
   cpu::cpu_tuning_mutable() = t;
   EXPECT_EQ(cpu::cpu_path_for(1, DType::kF32), CpuPath::kGemv);
   EXPECT_EQ(cpu::cpu_path_for(2, DType::kF32), CpuPath::kGemvAvx512Bf16);
@@ -428,6 +438,19 @@ TEST(CpuMatmulSplit, DispatchFollowsTuningTable) {
   EXPECT_EQ(cpu::cpu_path_for(8, DType::kF16), CpuPath::kGemvAvx512Bf16);
   EXPECT_EQ(cpu::cpu_path_for(5, DType::kBF16), CpuPath::kGemvAvx512Bf16);
   EXPECT_EQ(cpu::cpu_kernel_name(2, DType::kF32), "gemv_nvfp4_avx512bf16_sp3");
+  EXPECT_EQ(cpu::cpu_kernel_name(1, DType::kF16), "gemv_nvfp4_avx512bf16_sp2");
+  {  // gemv_m1_fma: M = 1 of every dtype takes the GEMV (its FMA dot), other M unchanged.
+    cpu::CpuTuning tf = t;
+    tf.gemv_m1_fma = 7;  // every dtype
+    cpu::cpu_tuning_mutable() = tf;
+    for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
+      EXPECT_EQ(cpu::cpu_path_for(1, dt), CpuPath::kGemvAvx512Bf16) << dtype_name(dt);
+      EXPECT_EQ(cpu::cpu_kernel_name(1, dt), "gemv_nvfp4_avx512fma") << dtype_name(dt);
+    }
+    EXPECT_EQ(cpu::cpu_path_for(3, DType::kF32), CpuPath::kGemv);
+    EXPECT_EQ(cpu::cpu_kernel_name(2, DType::kF32), "gemv_nvfp4_avx512bf16_sp3");
+    cpu::cpu_tuning_mutable() = t;
+  }
   {  // Above gemv_max_m: the vdpbf16ps GEMV up to the dtype's bound where the host has no AMX,
      // the GEMM above it (bf16: the bf16 or AMX GEMM; fp16 / fp32: the fp32 GEMM).
     const bool amx = cpu::cpu_path_supported(CpuPath::kGemmAmx, DType::kBF16);

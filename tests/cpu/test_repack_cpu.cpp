@@ -157,6 +157,39 @@ TEST(RepackCpu, OneHotRecoversDequantizeBitExact) {
   }
 }
 
+// The FMA dot (gemv_m1_fma, M = 1): one-hot single rows recover dequantize_ref bit for bit on
+// canonical and pre-split weights, every dtype (the activations are converted to fp32 exactly).
+TEST(RepackCpu, FmaDotOneHotM1RecoversDequantizeBitExact) {
+  if (!cpu::repack_for_gemv_cpu_supported()) GTEST_SKIP() << kSkip;
+  const std::int64_t n = 37, k = 784;
+  const std::uint64_t seed = base_seed() + 250;
+  SCOPED_TRACE(seed_note(seed));
+  const Weight w = random_weight(n, k, seed);
+  const std::vector<std::uint8_t> rp = repacked(w);
+  const cpu::CpuTuning saved = cpu::cpu_tuning();
+  cpu::cpu_tuning_mutable().gemv_m1_fma = 7;  // every dtype
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    const std::vector<std::uint8_t> deq = dequantized(w, t);
+    std::vector<std::uint8_t> xb = one_hot_rows(t, k, k);
+    Out yc = poisoned(t, k, n, n), yr = poisoned(t, k, n, n);
+    for (std::int64_t i = 0; i < k; ++i) {  // row i alone: M = 1
+      const MatrixView xi{xb.data() + i * k * dtype_size(t), t, 1, k, k};
+      const MatrixView yci{yc.bytes.data() + i * n * dtype_size(t), t, 1, n, n};
+      const MatrixView yri{yr.bytes.data() + i * n * dtype_size(t), t, 1, n, n};
+      cpu::quantized_matmul_path(xi, w.view(), yci, cpu::CpuPath::kGemvAvx512Bf16);
+      cpu::quantized_matmul_repacked(xi, rview(w, rp), yri);
+    }
+    for (Out* y : {&yc, &yr})
+      expect_exact(
+          *y, k, n, [&](std::int64_t i, std::int64_t j) { return load_as_f32(deq.data(), t, j * k + i); },
+          [&](std::int64_t i, std::int64_t j) {
+            return std::string(y == &yc ? "canonical" : "pre-split") + " m=" + std::to_string(i) + " n=" + std::to_string(j);
+          });
+  }
+  cpu::cpu_tuning_mutable() = saved;
+}
+
 struct Case {
   std::int64_t n, k, kx_short;
 };
@@ -179,8 +212,15 @@ TEST(RepackCpu, MatchesOracle) {
         const Act x = random_x(t, m, kx, kx + 3, xs);
         Out ref = poisoned(t, m, c.n, c.n), y = poisoned(t, m, c.n, c.n + 3);
         quantized_matmul_ref(x.view, w.view(), ref.view);
-        cpu::quantized_matmul_repacked(x.view, rview(w, rp), y.view);
-        expect_matches_oracle(ref, y, abs_sums(w, x.view), w);
+        const cpu::CpuTuning saved = cpu::cpu_tuning();
+        for (std::int64_t fma : {0, 1}) {  // M = 1: the bf16 dot and the FMA dot
+          if (m != 1 && fma == 1) continue;
+          SCOPED_TRACE("gemv_m1_fma=" + std::to_string(fma));
+          cpu::cpu_tuning_mutable().gemv_m1_fma = fma ? 7 : 0;  // 7: every dtype
+          cpu::quantized_matmul_repacked(x.view, rview(w, rp), y.view);
+          expect_matches_oracle(ref, y, abs_sums(w, x.view), w);
+        }
+        cpu::cpu_tuning_mutable() = saved;
       }
   }
 }
@@ -211,6 +251,7 @@ TEST(RepackCpu, BitIdenticalToCanonicalGemv) {
           tu.gemv_min_tasks_per_thread = v == 3 ? 0 : 64;  // 64: split K even at large N
           tu.gemv_group_rows = v == 0 ? 1 : v == 1 ? 3 : 8;
           tu.gemv_rows_per_task = v == 2 ? 3 : 8;
+          tu.gemv_m1_fma = v % 2 ? 7 : 0;  // M = 1: both dots on every host, every dtype
           cpu::cpu_tuning_mutable() = tu;
           const Act x = random_x(t, m, kx, kx, xs);
           // The kernels themselves (no fallback in between), then the public entries (the same

@@ -1,7 +1,7 @@
 // tests/cpu/vdpbf16ps_rate.cpp -- microbenchmark (not a test): sustained vdpbf16ps zmm rate per
 // core, alone and mixed with the GEMV's decode instructions, on 1 thread and on every thread at
 // once (checks whether the vCPUs share FP pipes). Gives the compute floor of the small-M GEMV
-// (docs/perf-cpu.md, section 1). Usage: vdpbf16ps_rate [seconds_per_variant=0.3]
+// (docs/perf-cpu.md, section 1), and the same for the fp32 FMA dot (section 14). Usage: vdpbf16ps_rate [seconds_per_variant=0.3]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -130,6 +130,47 @@ T_BF16 double dp_loads(long iters, float* sink) {
   return static_cast<double>(iters) * CH;
 }
 
+// The FMA dot of the M = 1 GEMV (gemv_m1_fma): per 16 codes one vpsrld + one vpermps (decode,
+// 16-entry fp32 table) and one vfmadd231ps per weight vector; NR weight vectors, 2 chains each.
+// Counts vfmadd231ps (16 MACs each, half a vdpbf16ps). CH = 0: FMAs only, 16 chains.
+template <int NR>
+T_BF16 double fma_decode(long iters, float* sink) {
+  alignas(64) static float x[16];
+  for (int j = 0; j < 16; ++j) x[j] = 1.0f;
+  __m512 acc[NR][2];
+  for (int r = 0; r < NR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  __m512 tbl = _mm512_set1_ps(0.5f);
+  __m512i h[NR];
+  for (int r = 0; r < NR; ++r) h[r] = _mm512_set1_epi32(0x12345678 + r);
+  for (long it = 0; it < iters; ++it) {
+    const __m512 xv = _mm512_load_ps(x);
+    for (int q = 0; q < 2; ++q)
+      for (int r = 0; r < NR; ++r)
+        acc[r][q] = _mm512_fmadd_ps(xv, _mm512_permutexvar_ps(_mm512_srli_epi32(h[r], 4 * (q + 1)), tbl), acc[r][q]);
+    __asm__ volatile("" : "+v"(tbl));
+    for (int r = 0; r < NR; ++r) __asm__ volatile("" : "+v"(h[r]));
+  }
+  __m512 s = _mm512_setzero_ps();
+  for (int r = 0; r < NR; ++r) s = _mm512_add_ps(s, _mm512_add_ps(acc[r][0], acc[r][1]));
+  *sink += _mm512_reduce_add_ps(s);
+  return static_cast<double>(iters) * NR * 2;
+}
+
+T_BF16 double fma_regs(long iters, float* sink) {
+  constexpr int CH = 16;
+  __m512 acc[CH];
+  for (int i = 0; i < CH; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  __m512 a = _mm512_set1_ps(1.0f), b = _mm512_set1_ps(0.5f);
+  for (long it = 0; it < iters; ++it) {
+    for (int i = 0; i < CH; ++i) acc[i] = _mm512_fmadd_ps(a, b, acc[i]);
+    __asm__ volatile("" : "+v"(a), "+v"(b));
+  }
+  __m512 s = acc[0];
+  for (int i = 1; i < CH; ++i) s = _mm512_add_ps(s, acc[i]);
+  *sink += _mm512_reduce_add_ps(s);
+  return static_cast<double>(iters) * CH;
+}
+
 struct Variant {
   const char* name;
   std::function<double(long, float*)> f;
@@ -185,11 +226,13 @@ int main(int argc, char** argv) {
       {"M=8 NR=2 x 224 KiB", dp_decode_xbuf<8, 224>},
       {"1 zmm load per dp", dp_loads<1>}, {"3 zmm loads per dp", dp_loads<3>},
       {"2 zmm loads per dp", dp_loads<2>},
+      {"fma regs, 16 chains *", fma_regs},  {"fma+decode NR=4 *", fma_decode<4>},
   };
   std::printf("%-22s %14s %14s\n", "variant", "G dp/s 1 thr", "G dp/s/thr all");
   for (const Variant& v : vs)
     std::printf("%-22s %14.3f %14.3f\n", v.name, rate(v, 1, secs), rate(v, nthreads, secs));
-  std::printf("threads=%d (one vdpbf16ps zmm = 32 bf16 MACs)\n", nthreads);
+  std::printf("threads=%d (one vdpbf16ps zmm = 32 bf16 MACs; * rows count vfmadd231ps zmm = 16 fp32 MACs)\n",
+              nthreads);
   return 0;
 }
 #else

@@ -28,6 +28,18 @@
 // 2^-126 is lost before the scale (<= 448) multiplies it (tolerance: tests/cpu/test_matmul_cpu.cpp).
 // K % 256 tail elements go through a scalar loop with the oracle's exact e2m1*scale product.
 //
+// The FMA dot (M = 1 with a dtype in CpuTuning::gemv_m1_fma: fp16 / fp32 on CPUs with AMX-BF16): the same
+// lanes, layouts and block-scale FMA, but each u32 word of `half` gives 8 codes to vpsrld by 4p +
+// vpermps (a 16-entry table of the E2M1 values as fp32: vpermps reads index bits 3:0), and one
+// fp32 vfmadd231ps per 16 products against the activations converted exactly to fp32 (any
+// dtype: no split, no 2^-102 floor). Why: on Emerald Rapids vdpbf16ps issues once per ~2.1
+// cycles and competes with vpermw for port 5 (8 vdpbf16ps + 8 vpermw + 6 shifts = 27 cycles per
+// 256 weights), while vfmadd231ps issues twice per cycle (16 vpermps + 16 FMA + 14 shifts = 23
+// cycles; docs/perf-cpu.md 14). Measured there, it beats the 2 / 3 bf16 pieces of fp16 / fp32
+// rows (11-18% cold) but not a single bf16 piece; Zen 4 runs vdpbf16ps once per cycle.
+// Exactness: x (exact in fp32) times an E2M1 value rounds once per FMA like any fp32 dot; no
+// flush of denormals. Results are within the same tolerance as the bf16 dot, not bit-identical to it.
+//
 // Pre-split weights (the explicit CPU repack, include/nvfp4/cpu.h, matmul_cpu_repacked.cpp):
 // the same kernel with PS = true reads each 256-k chunk of a weight row already stored as E
 // (64 bytes) then O (64 bytes), so `half` is a plain load and the 2 vpermt2d per chunk and row
@@ -105,9 +117,16 @@ struct Consts {
   __m512i tbl;     // bf16 bits of the 16 E2M1 values (code order of format.h), twice: vpermw uses index bits 4:0
   __m512i sel[2];  // vpermt2d: even / odd u32 words of two 64-byte loads
   ScaleTables st;
+  __m512 tbl32;    // FMA dot: the 16 E2M1 values as fp32 (vpermps uses index bits 3:0)
 };
 
 NVFP4_BF16_TARGET Consts make_consts() {
+  alignas(64) static const struct Tbl32 {
+    float v[16];
+    Tbl32() {
+      for (int c = 0; c < 16; ++c) v[c] = e2m1_to_float(static_cast<std::uint8_t>(c));
+    }
+  } kTbl32;
   alignas(64) static const std::uint16_t kTbl[32] = {
       0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0,
       0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0,
@@ -116,7 +135,8 @@ NVFP4_BF16_TARGET Consts make_consts() {
   return {_mm512_load_si512(kTbl),
           {_mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30),
            _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31)},
-          make_scale_tables()};
+          make_scale_tables(),
+          _mm512_load_ps(kTbl32.v)};
 }
 
 struct Ctx {
@@ -128,13 +148,47 @@ struct Ctx {
   std::int64_t pf;          // software prefetch distance in tiles of weight rows (0: off)
   bool pf_l2;               // prefetch into L2 (prefetcht1) instead of L1 (prefetcht0)
   std::int64_t xs = 0;      // row stride of xp (elements): kp + 32 (see gemv_run)
+  const float* xf = nullptr;  // FMA dot: fp32 activations in block-lane order, [m][xs] (see permute_row_f32)
 };
+
+// The 64 bytes of half h of a 256-k chunk for NR weight rows, as E (h = 0) or O (h = 1) u32 lanes.
+// Pre-split layout: bytes [64h, 64h + 64) of the chunk are exactly what the vpermt2d makes of the
+// canonical chunk (repack_for_gemv_cpu stores them so).
+template <int NR, bool PS>
+NVFP4_BF16_TARGET inline __attribute__((always_inline)) void load_half(const std::uint8_t* pc, std::int64_t rs,
+                                                                       const Consts* cs, int h, __m512i (&half)[NR]) {
+  for (int r = 0; r < NR; ++r) {
+    const std::uint8_t* p = pc + r * rs;
+    half[r] = PS ? _mm512_loadu_si512(p + 64 * h)
+                 : _mm512_permutex2var_epi32(_mm512_loadu_si512(p), cs->sel[h], _mm512_loadu_si512(p + 64));
+  }
+}
+
+// The FMA dot of one half chunk (h = 0: k = 16i..16i+7 of block i, h = 1: 16i+8..16i+15) of NR
+// weight rows against MR fp32 activation rows (xc: the chunk of row m0), into acc (see tile).
+template <int MR, int NR, bool PS, int H>
+NVFP4_BF16_TARGET inline __attribute__((always_inline)) void fma_half(const Ctx& g, const std::uint8_t* pc,
+                                                                      std::int64_t rs, const float* xc,
+                                                                      const Consts* cs, __m512 (&acc)[MR][NR]) {
+  __m512i half[NR];
+  load_half<NR, PS>(pc, rs, cs, H, half);
+#pragma GCC unroll 8
+  for (int q = 0; q < 8; ++q) {
+    __m512 w[NR];
+    for (int r = 0; r < NR; ++r) w[r] = _mm512_permutexvar_ps(_mm512_srli_epi32(half[r], 4 * q), cs->tbl32);
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; ++m) {
+      const __m512 xv = _mm512_load_ps(xc + m * g.xs + 16 * (8 * H + q));
+      for (int r = 0; r < NR; ++r) acc[m][r] = q == 0 ? _mm512_mul_ps(xv, w[r]) : _mm512_fmadd_ps(xv, w[r], acc[m][r]);
+    }
+  }
+}
 
 // accmem[m * NR + r] += per-lane sums over chunks [c0, c1) for x rows m0.. and weight rows
 // n0.. (no tail, no tensor scale). The MR x NR partial sums of one chunk live in registers
 // (>= 6 independent vdpbf16ps chains hide its latency); the accumulators stay in L1 (one FMA
 // read-modify-write per 256 k), which frees registers so each activation load feeds NR rows.
-template <int MR, int NR, int PF, bool PS>
+template <int MR, int NR, int PF, bool PS, bool FMA>
 NVFP4_BF16_TARGET void tile(const Ctx& g, std::int64_t m0, std::int64_t n0, std::int64_t c0, std::int64_t c1,
                             __m512* accmem, std::int64_t pf = 0) {
   const MatmulArgs& a = *g.a;
@@ -166,16 +220,23 @@ NVFP4_BF16_TARGET void tile(const Ctx& g, std::int64_t m0, std::int64_t n0, std:
     const Consts* cs = &g.cs;
     __asm__("" : "+r"(cs));
     __m512 part[MR][NR];
+    if constexpr (FMA) {
+      // The FMA dot (see the file comment): lane i of `half` holds the 8 codes of k = 16i + 8h
+      // + p at bits 4p..4p+3; vpermps reads index bits 3:0 only, so a shift by 4p and one lookup
+      // in the 16 E2M1 values as fp32 give the exact weights of step (h, p), and one fp32 FMA per
+      // activation row adds x[16i + 8h + p] times them into lane i. Two chains per row and
+      // row of x (h = 0 / 1, summed after the chunk) keep >= 8 FMAs independent (4-cycle latency,
+      // 2 per cycle).
+      __m512 pe[MR][NR], po[MR][NR];
+      fma_half<MR, NR, PS, 0>(g, pc, rs, g.xf + m0 * g.xs + c * kChunk, cs, pe);
+      fma_half<MR, NR, PS, 1>(g, pc, rs, g.xf + m0 * g.xs + c * kChunk, cs, po);
+      for (int m = 0; m < MR; ++m)
+        for (int r = 0; r < NR; ++r) part[m][r] = _mm512_add_ps(pe[m][r], po[m][r]);
+    } else {
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       __m512i half[NR];
-      for (int r = 0; r < NR; ++r) {
-        const std::uint8_t* p = pc + r * rs;
-        // Pre-split layout: bytes [64h, 64h + 64) of the chunk are exactly what the vpermt2d
-        // below makes of the canonical chunk (repack_for_gemv_cpu stores them so).
-        half[r] = PS ? _mm512_loadu_si512(p + 64 * h)
-                     : _mm512_permutex2var_epi32(_mm512_loadu_si512(p), cs->sel[h], _mm512_loadu_si512(p + 64));
-      }
+      load_half<NR, PS>(pc, rs, cs, h, half);
 #pragma GCC unroll 4
       for (int s = 0; s < 4; ++s) {
         __m512bh w[NR];
@@ -190,6 +251,7 @@ NVFP4_BF16_TARGET void tile(const Ctx& g, std::int64_t m0, std::int64_t n0, std:
         }
       }
     }
+    }
     for (int r = 0; r < NR; ++r) {
       const __m512 sc = decode_scales16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc0 + r * ss)), cs->st);
       for (int m = 0; m < MR; ++m) accmem[m * NR + r] = _mm512_fmadd_ps(part[m][r], sc, accmem[m * NR + r]);
@@ -200,7 +262,7 @@ NVFP4_BF16_TARGET void tile(const Ctx& g, std::int64_t m0, std::int64_t n0, std:
 // Weight rows [n0, n1) x activation rows [m0, m0+MR), chunks [c0, c1), plus the scalar K tail
 // if `tail`; raw sums (no tensor scale) to dst[mi * ds + n]. PS: pre-split chunks (the K tail
 // is canonical in both layouts, so `finish` is the same).
-template <int MR, int NR, bool PS>
+template <int MR, int NR, bool PS, bool FMA>
 NVFP4_BF16_TARGET void rows(const Ctx& g, std::int64_t m0, std::int64_t n0, std::int64_t n1, std::int64_t c0,
                             std::int64_t c1, bool tail, float* dst, std::int64_t ds) {
   const MatmulArgs& a = *g.a;
@@ -235,13 +297,13 @@ NVFP4_BF16_TARGET void rows(const Ctx& g, std::int64_t m0, std::int64_t n0, std:
       std::int64_t n = nb;
       const std::int64_t pf = g.pf * NR * (k / 2);
       if (g.pf > 0 && g.pf_l2) {
-        for (; n < full; n += NR) tile<MR, NR, 2, PS>(g, m0, n, cb, ce, accmem + (n - nb) * MR, pf);
+        for (; n < full; n += NR) tile<MR, NR, 2, PS, FMA>(g, m0, n, cb, ce, accmem + (n - nb) * MR, pf);
       } else if (g.pf > 0) {
-        for (; n < full; n += NR) tile<MR, NR, 1, PS>(g, m0, n, cb, ce, accmem + (n - nb) * MR, pf);
+        for (; n < full; n += NR) tile<MR, NR, 1, PS, FMA>(g, m0, n, cb, ce, accmem + (n - nb) * MR, pf);
       } else {
-        for (; n < full; n += NR) tile<MR, NR, 0, PS>(g, m0, n, cb, ce, accmem + (n - nb) * MR);
+        for (; n < full; n += NR) tile<MR, NR, 0, PS, FMA>(g, m0, n, cb, ce, accmem + (n - nb) * MR);
       }
-      for (; n < ne; ++n) tile<MR, 1, 0, PS>(g, m0, n, cb, ce, accmem + (n - nb) * MR);
+      for (; n < ne; ++n) tile<MR, 1, 0, PS, FMA>(g, m0, n, cb, ce, accmem + (n - nb) * MR);
     }
     // accmem: per tile of NR rows starting at n, [m][r]; single rows past `full`, [m].
     for (std::int64_t n = nb; n < ne; ++n) {
@@ -251,22 +313,27 @@ NVFP4_BF16_TARGET void rows(const Ctx& g, std::int64_t m0, std::int64_t n0, std:
   }
 }
 
-template <bool PS>
+template <bool PS, bool FMA>
 void rows_any_m(const Ctx& g, int mr, std::int64_t m0, std::int64_t n0, std::int64_t n1, std::int64_t c0,
                 std::int64_t c1, bool tail, float* dst, std::int64_t ds) {
+  if constexpr (FMA) {
+    // The FMA dot runs M = 1 only (gemv_m1_fma): 4 rows x 2 chains = 8 independent FMA chains.
+    rows<1, 4, PS, true>(g, m0, n0, n1, c0, c1, tail, dst, ds);
+    return;
+  }
   // MR*NR partial sums + 2*NR decode registers must fit the 32 zmm registers (the loop
   // constants come from L1); >= 6 chains per tile. NR per MR measured (1 thread, hot, N=128,
   // K=14336, docs/perf-cpu.md 2.5): MR=2 NR=4 55 us vs NR=6 60; MR=3 NR=4 66 vs NR=2 72;
   // MR=4 NR=2 85 vs NR=4 86.5; MR=5 NR=2 102 vs NR=3 119; MR=8 NR=2 169 = two 4x2 passes.
   switch (mr) {
-    case 1: rows<1, 8, PS>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    case 2: rows<2, 4, PS>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    case 3: rows<3, 4, PS>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    case 4: rows<4, 2, PS>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    case 5: rows<5, 2, PS>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    case 6: rows<6, 2, PS>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    case 7: rows<7, 2, PS>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    default: rows<8, 2, PS>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;  // mr <= 8 (caller)
+    case 1: rows<1, 8, PS, false>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 2: rows<2, 4, PS, false>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 3: rows<3, 4, PS, false>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 4: rows<4, 2, PS, false>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 5: rows<5, 2, PS, false>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 6: rows<6, 2, PS, false>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 7: rows<7, 2, PS, false>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    default: rows<8, 2, PS, false>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;  // mr <= 8 (caller)
   }
 }
 
@@ -301,6 +368,14 @@ NVFP4_BF16_TARGET void permute_row(const std::uint16_t* src, std::int64_t kx, st
       }
 }
 
+// One fp32 row (src, kp elements, zero past the valid ones) into the block-lane order of the FMA
+// dot: within each 256-k chunk, index 16 * j + i holds x[16i + j] (a 16 x 16 transpose).
+void permute_row_f32(const float* src, std::int64_t kp, float* dst) {
+  for (std::int64_t c = 0; c < kp; c += kChunk)
+    for (int j = 0; j < 16; ++j)
+      for (int i = 0; i < 16; ++i) dst[c + 16 * j + i] = src[c + 16 * i + j];
+}
+
 }  // namespace
 
 bool gemv_avx512bf16_supported() {
@@ -322,7 +397,10 @@ bool gemv_run(const MatmulArgs& a) {
   const CpuTuning& tune = cpu_tuning();
   // P bf16 pieces per activation row (1 bf16, 2 fp16, 3 fp32): virtual row v = mi * P + j holds
   // piece j of row mi; the kernel below only ever sees bf16 rows.
-  const int P = gemv_avx512bf16_pieces(a.dtype);
+  // M = 1 with a dtype in tuning_cpu.h gemv_m1_fma: the fp32 FMA dot, on the activations
+  // converted exactly to fp32 (one "piece" for every dtype).
+  const bool fma = m == 1 && (tune.gemv_m1_fma & gemv_m1_fma_bit(a.dtype)) != 0;
+  const int P = fma ? 1 : gemv_avx512bf16_pieces(a.dtype);
   const std::int64_t mv = m * P;
   Ctx g{&a, nullptr, nullptr, k / kChunk, 0, 0, make_consts(), 0, tune.gemv_prefetch_l2 != 0};
   // Prefetch window by real activation rows (the weight stream is the same for any P).
@@ -336,10 +414,19 @@ bool gemv_run(const MatmulArgs& a) {
   // us, 128 x 4096 55.8-58.8 -> 52.9-54.4; cold 2 threads 4096 x 14336 M=8 3659-3851 -> 3517-3544,
   // M=16 6934-6945 -> 6097-6730; M=4 and K=2560 (rows not 4 KiB multiples) unchanged.
   g.xs = g.kp + 32;
-  auto xp = alloc64<std::uint16_t>(std::max<std::int64_t>(1, mv * g.xs));
+  auto xp = alloc64<std::uint16_t>(fma ? 1 : std::max<std::int64_t>(1, mv * g.xs));
+  auto xf = alloc64<float>(fma ? std::max<std::int64_t>(1, mv * g.xs) : 1);
   std::vector<float> xt(static_cast<std::size_t>(std::max<std::int64_t>(1, mv * g.kt)));
   std::vector<std::uint16_t> piece(static_cast<std::size_t>(P * k + 16), 0);  // zero past kx
-  for (std::int64_t mi = 0; mi < m; ++mi) {
+  if (fma) {
+    std::vector<float> row(static_cast<std::size_t>(k));
+    for (std::int64_t mi = 0; mi < m; ++mi) {
+      load_x_row_f32(a, mi, row.data());  // exact for every dtype; zero past kx
+      permute_row_f32(row.data(), g.kp, xf.get() + mi * g.xs);
+      for (std::int64_t kk = g.kp; kk < k; ++kk) xt[mi * g.kt + kk - g.kp] = row[kk];
+    }
+  }
+  for (std::int64_t mi = 0; mi < m && !fma; ++mi) {
     if (!split_row_bf16(a, mi, piece.data(), kSplitMinExpF32)) return false;
     for (int j = 0; j < P; ++j) {
       const std::int64_t v = mi * P + j;
@@ -349,6 +436,7 @@ bool gemv_run(const MatmulArgs& a) {
     }
   }
   g.xp = xp.get();
+  g.xf = xf.get();
   g.xt = xt.data();
 
   const std::int64_t rows_per_task = tune.gemv_rows_per_task;
@@ -372,8 +460,11 @@ bool gemv_run(const MatmulArgs& a) {
     const std::int64_t c0 = g.nch * seg / nseg, c1 = g.nch * (seg + 1) / nseg;
     for (std::int64_t mg = 0; mg < mgroups; ++mg) {
       const std::int64_t m0 = mv * mg / mgroups, m1 = mv * (mg + 1) / mgroups;
-      rows_any_m<PS>(g, static_cast<int>(m1 - m0), m0, n0, n1, c0, c1, seg == nseg - 1,
-                     sums.data() + seg * mv * n + m0 * n, n);
+      if (fma)
+        rows_any_m<PS, true>(g, 1, m0, n0, n1, c0, c1, seg == nseg - 1, sums.data() + seg * mv * n + m0 * n, n);
+      else
+        rows_any_m<PS, false>(g, static_cast<int>(m1 - m0), m0, n0, n1, c0, c1, seg == nseg - 1,
+                              sums.data() + seg * mv * n + m0 * n, n);
     }
   });
 

@@ -7,6 +7,7 @@
 //     gemv_split_f32_rows                    -> GEMV on vdpbf16ps (fp16/fp32 split exactly into
 //                                               2/3 bf16 pieces; if the data cannot be split
 //                                               exactly, e.g. NaN/Inf, the Highway GEMV runs)
+//     M = 1 with the dtype in gemv_m1_fma (fp16/fp32 on AMX hosts): the same GEMV, fp32 FMAs
 //   M <= gemv_max_m (tuning_cpu.h)          -> GEMV (Highway, best target)
 //   bf16 activations, AMX granted            -> GEMM on AMX tiles
 //   bf16 activations, AVX512-BF16            -> GEMM on vdpbf16ps
@@ -17,6 +18,10 @@
 #include "kernels/cpu/matmul_cpu.h"
 
 #include <string>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
 
 #include "kernels/cpu/kernels_cpu.h"
 #include "kernels/cpu/tuning_cpu.h"
@@ -56,6 +61,22 @@ void load_x_row_f32(const MatmulArgs& a, std::int64_t m, float* dst) {
   for (std::int64_t k = a.kx; k < a.k; ++k) dst[k] = 0.0f;
 }
 
+std::int64_t gemv_m1_fma_default() {
+  // Where the CPU has AMX-BF16 (Intel Sapphire / Emerald Rapids and later), vdpbf16ps issues
+  // once per ~2 cycles and shares port 5 with vpermw, while vfmadd231ps issues twice per cycle
+  // (docs/perf-cpu.md 14). Zen 4 runs vdpbf16ps once per cycle: it keeps the bf16 dot.
+  static const std::int64_t v = [] {
+#if defined(__x86_64__) && defined(__GNUC__)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    const bool amx_bf16 = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 22)) != 0;  // EDX[22]
+    return amx_bf16 ? gemv_m1_fma_bit(DType::kF32) | gemv_m1_fma_bit(DType::kF16) : 0;
+#else
+    return 0;
+#endif
+  }();
+  return v;
+}
+
 const char* cpu_path_name(CpuPath p) {
   switch (p) {
     case CpuPath::kAuto: return "auto";
@@ -84,7 +105,9 @@ CpuPath cpu_path_for(std::int64_t m, DType t) {
     return CpuPath::kGemvAmx;
   if (m <= tune.gemv_max_m) {
     const std::uint32_t rows = t == DType::kF32 ? tune.gemv_split_f32_rows : tune.gemv_split_f16_rows;
-    const bool take = t == DType::kBF16 || (m >= 1 && m <= 32 && ((rows >> (m - 1)) & 1u) != 0);
+    // M = 1 with the dtype in gemv_m1_fma takes the rows as they are (converted exactly to fp32).
+    const bool take = t == DType::kBF16 || (m == 1 && (tune.gemv_m1_fma & gemv_m1_fma_bit(t)) != 0) ||
+                      (m >= 1 && m <= 32 && ((rows >> (m - 1)) & 1u) != 0);
     return take && cpu_path_supported(CpuPath::kGemvAvx512Bf16, t) ? CpuPath::kGemvAvx512Bf16 : CpuPath::kGemv;
   }
   if (cpu_path_supported(CpuPath::kGemmAmx, t)) return CpuPath::kGemmAmx;
@@ -106,6 +129,8 @@ std::string cpu_kernel_name(std::int64_t m, DType t) {
   if (p == CpuPath::kGemv || p == CpuPath::kGemmF32) s += std::string("_") + hwy_target_name();
   // "_sp3" / "_sp2": fp32 / fp16 rows split into 3 / 2 bf16 pieces (<= 26 characters: the
   // width of the bench table's kernel column).
+  if (p == CpuPath::kGemvAvx512Bf16 && m == 1 && (cpu_tuning().gemv_m1_fma & gemv_m1_fma_bit(t)) != 0)
+    return "gemv_nvfp4_avx512fma";
   if ((p == CpuPath::kGemvAvx512Bf16 || p == CpuPath::kGemvAmx) && t != DType::kBF16)
     s += "_sp" + std::to_string(gemv_avx512bf16_pieces(t));
   return s;

@@ -6,7 +6,13 @@
 
 #include <cstdint>
 
+#include "nvfp4/dtype.h"
+
 namespace nvfp4::cpu {
+
+// The host's default for CpuTuning::gemv_m1_fma (matmul_cpu.cpp), and its bit for a dtype.
+std::int64_t gemv_m1_fma_default();
+inline std::int64_t gemv_m1_fma_bit(DType t) { return std::int64_t{1} << static_cast<int>(t); }
 
 struct CpuTuning {
   // GEMV (weights streamed once for all rows of x) up to this M; GEMM above. At M=8 the GEMV
@@ -37,6 +43,14 @@ struct CpuTuning {
   // docs/perf-cpu.md section 5): fp16 M=1 0.72, M=4 0.68, M=8 0.60 (all M faster); fp32 M=1
   // 1.012 [1.002, 1.024] (3-row tile = Highway's compute: kept on Highway), M=2 0.87, M=3 0.998
   // (tie: Highway), M=4 0.80, M=8 0.89; M=5..7 0.81-0.96 (interleaved cpu_paths_bench).
+  // M = 1 on the AVX512 GEMV with fp32 FMAs (vpermps decode; activations converted exactly to
+  // fp32, no split) instead of vdpbf16ps, for the activation dtypes whose bit
+  // (1 << DType value: 1 f32, 2 f16, 4 bf16) is set. Default (gemv_m1_fma_default): fp16 and fp32
+  // on CPUs with AMX-BF16, none elsewhere. Measured (Emerald Rapids dev VM, 2 threads, cold,
+  // 1 x 4096 x 14336, cpu_paths_bench, two rounds, us median, docs/perf-cpu.md 14): fp32 2880 /
+  // 2748 against 3496 / 3357 on the Highway GEMV; fp16 2828 / 2793 against 3301 / 3141 split into
+  // 2 bf16 pieces; bf16 slower cold (pre-split 2528-2874 against 1949-2443), equal hot.
+  std::int64_t gemv_m1_fma = gemv_m1_fma_default();
   std::uint32_t gemv_split_f16_rows = 0xFF;        // M = 1..8
   std::uint32_t gemv_split_f32_rows = 0xFA;        // M = 2, 4..8
   // Weight rows (N) per GEMV task; several rows per task give independent FMA chains and let
