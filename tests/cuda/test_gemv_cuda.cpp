@@ -1349,10 +1349,11 @@ std::string wg_tile_name(const cuda::WgemmTile* t) {
   return t ? "bn" + std::to_string(t->bn) + "/ks" + std::to_string(t->k_split) : std::string("built-in");
 }
 
-// One-hot bf16 rows recover dequantize_ref (bf16) exactly for every block shape and K split (the
-// decode is exact and each output has one nonzero product); random bf16 rows match the oracle for
-// M = 17..200 (partial activation and weight blocks: N = 300, 1040); a second call and a graph
-// replay give the same bits; padded strided rows go through the prepared copy.
+// One-hot bf16 / fp16 rows recover dequantize_ref (bf16 / fp16) exactly for every block shape and
+// K split (the decode is exact and each output has one nonzero product); random bf16 rows match
+// the oracle for M = 17..200 and fp16 rows for M = 17 and 65 (partial activation and weight
+// blocks: N = 300, 1040); a second call and a graph replay give the same bits; padded strided
+// rows go through the prepared copy.
 TEST(CudaWgemm, OneHotOracleEveryTileDeterministic) {
   REQUIRE_GPU();
   const cuda::WgemmTile tiles[] = {{64, 1}, {128, 1}, {128, 3}, {64, 7}, {128, 64}};
@@ -1362,31 +1363,35 @@ TEST(CudaWgemm, OneHotOracleEveryTileDeterministic) {
     SCOPED_TRACE("seed " + std::to_string(seed) + " N=" + std::to_string(n) + " K=" + std::to_string(k));
     const QuantizedWeight qw = random_weight(n, k, seed);
     const CanonWeight dw(qw);
-    Tensor deq(DType::kBF16, {n, k});
-    dequantize_ref(qw.view(), MatrixView{deq.data(), DType::kBF16, n, k, k});
     const std::int64_t rows = 72;
-    Tensor xo(DType::kBF16, {rows, k});
-    for (std::int64_t r = 0; r < rows; ++r) xo.set(r * k + (r * 131 + 7) % k, 1.0f);
-    for (const cuda::WgemmTile* t : {static_cast<const cuda::WgemmTile*>(nullptr), &tiles[0], &tiles[1], &tiles[2], &tiles[3], &tiles[4]}) {
-      Tensor y = nan_tensor(DType::kBF16, rows, n);
-      run_wgemm(dw, xo, y, rows, t);
-      int bad = 0;
-      for (std::int64_t r = 0; r < rows; ++r)
-        for (std::int64_t j = 0; j < n; ++j) {
-          const float want = deq.get(j * k + (r * 131 + 7) % k);
-          if (!(y.get(r * n + j) == want) && ++bad <= 5)
-            ADD_FAILURE() << wg_tile_name(t) << " one-hot y[" << r << "," << j << "] = " << y.get(r * n + j) << ", want " << want;
+    for (const DType dt : {DType::kBF16, DType::kF16}) {
+      Tensor deq(dt, {n, k});
+      dequantize_ref(qw.view(), MatrixView{deq.data(), dt, n, k, k});
+      Tensor xo(dt, {rows, k});
+      for (std::int64_t r = 0; r < rows; ++r) xo.set(r * k + (r * 131 + 7) % k, 1.0f);
+      for (const cuda::WgemmTile* t : {static_cast<const cuda::WgemmTile*>(nullptr), &tiles[0], &tiles[1], &tiles[2], &tiles[3], &tiles[4]}) {
+        const std::string what = std::string(dtype_name(dt)) + " " + wg_tile_name(t);
+        Tensor y = nan_tensor(dt, rows, n);
+        run_wgemm(dw, xo, y, rows, t);
+        int bad = 0;
+        for (std::int64_t r = 0; r < rows; ++r)
+          for (std::int64_t j = 0; j < n; ++j) {
+            const float want = deq.get(j * k + (r * 131 + 7) % k);
+            if (!(y.get(r * n + j) == want) && ++bad <= 5)
+              ADD_FAILURE() << what << " one-hot y[" << r << "," << j << "] = " << y.get(r * n + j) << ", want " << want;
+          }
+        ASSERT_EQ(bad, 0) << what;
+        for (const std::int64_t m : {17, 64, 65, 200}) {
+          if (dt == DType::kF16 && (m == 64 || m == 200)) continue;  // fp16: M = 17 (bn 64) and 65 (bn 128)
+          Tensor x = random_x(dt, m, k, seed + m);
+          Tensor yb = nan_tensor(dt, m, n);
+          run_wgemm(dw, x, yb, m, t);
+          check_against_oracle(MatrixView{x.data(), dt, m, k, k}, qw, MatrixView{yb.data(), dt, m, n, n},
+                               "wgemm " + what + " M=" + std::to_string(m));
+          Tensor y2 = nan_tensor(dt, m, n);
+          run_wgemm(dw, x, y2, m, t);
+          ASSERT_TRUE(yb.bytes == y2.bytes) << what << " M=" << m << ": a second call gave other bits";
         }
-      ASSERT_EQ(bad, 0) << wg_tile_name(t);
-      for (const std::int64_t m : {17, 64, 65, 200}) {
-        Tensor x = random_x(DType::kBF16, m, k, seed + m);
-        Tensor yb = nan_tensor(DType::kBF16, m, n);
-        run_wgemm(dw, x, yb, m, t);
-        check_against_oracle(MatrixView{x.data(), DType::kBF16, m, k, k}, qw, MatrixView{yb.data(), DType::kBF16, m, n, n},
-                             "wgemm bf16 " + wg_tile_name(t) + " M=" + std::to_string(m));
-        Tensor y2 = nan_tensor(DType::kBF16, m, n);
-        run_wgemm(dw, x, y2, m, t);
-        ASSERT_TRUE(yb.bytes == y2.bytes) << wg_tile_name(t) << " M=" << m << ": a second call gave other bits";
       }
     }
     // Padded, strided bf16 rows (x.cols = K - 8, row stride K + 24): through the prepared rows.
@@ -1404,16 +1409,16 @@ TEST(CudaWgemm, OneHotOracleEveryTileDeterministic) {
                                         cuda::quantized_matmul_wgemm(xv, dw.view(), yv, st, &tiles[3]);
                                       });
   }
-  // A bad block shape, fp16 rows, K % 64 != 0 and a misaligned packed base are errors naming the call.
+  // A bad block shape, fp32 rows, K % 64 != 0 and a misaligned packed base are errors naming the call.
   const QuantizedWeight qw = random_weight(32, 128, 3);
   const CanonWeight dw(qw);
   const Tensor x = random_x(DType::kBF16, 20, 128, 3);
   Tensor y = nan_tensor(DType::kBF16, 20, 32);
   for (const cuda::WgemmTile bad : {cuda::WgemmTile{96, 1}, cuda::WgemmTile{64, 0}, cuda::WgemmTile{128, 65}})
     EXPECT_THROW(run_wgemm(dw, x, y, 20, &bad), Error);
-  const Tensor xh = random_x(DType::kF16, 20, 128, 3);
-  Tensor yh = nan_tensor(DType::kF16, 20, 32);
-  EXPECT_THROW(run_wgemm(dw, xh, yh, 20, nullptr), Error);
+  const Tensor xf = random_x(DType::kF32, 20, 128, 3);
+  Tensor yf = nan_tensor(DType::kF32, 20, 32);
+  EXPECT_THROW(run_wgemm(dw, xf, yf, 20, nullptr), Error);
   const QuantizedWeight q80 = random_weight(32, 80, 4);
   const CanonWeight d80(q80);
   const Tensor x80 = random_x(DType::kBF16, 20, 80, 4);
@@ -1440,19 +1445,21 @@ TEST(CudaWgemm, SmallRunsForTheSanitizers) {
   const std::int64_t n = 200, k = 1024, m = 70;
   const QuantizedWeight qw = random_weight(n, k, seed);
   const CanonWeight dw(qw);
-  const Tensor x = random_x(DType::kBF16, m, k, seed + 1);
-  for (const cuda::WgemmTile t : {cuda::WgemmTile{64, 3}, cuda::WgemmTile{128, 1}}) {
-    Tensor y = nan_tensor(DType::kBF16, m, n);
-    run_wgemm(dw, x, y, m, &t);
-    Tensor xc = x;
-    check_against_oracle(MatrixView{xc.data(), DType::kBF16, m, k, k}, qw, MatrixView{y.data(), DType::kBF16, m, n, n},
-                         "wgemm " + wg_tile_name(&t));
+  for (const DType dt : {DType::kBF16, DType::kF16}) {
+    const Tensor x = random_x(dt, m, k, seed + 1);
+    for (const cuda::WgemmTile t : {cuda::WgemmTile{64, 3}, cuda::WgemmTile{128, 1}}) {
+      Tensor y = nan_tensor(dt, m, n);
+      run_wgemm(dw, x, y, m, &t);
+      Tensor xc = x;
+      check_against_oracle(MatrixView{xc.data(), dt, m, k, k}, qw, MatrixView{y.data(), dt, m, n, n},
+                           std::string("wgemm ") + dtype_name(dt) + " " + wg_tile_name(&t));
+    }
   }
 }
 
-// The public call at M > 16: bf16 rows with K % 64 == 0 run the wgmma GEMM up to
-// kWgemmMaxRows; fp16/fp32 rows, K % 64 != 0 and larger M keep the dense-panel path. Results
-// match the oracle either way.
+// The public call at M > 16: bf16 and fp16 rows with K % 64 == 0 run the wgmma GEMM up to
+// kWgemmMaxRows; fp32 rows, K % 64 != 0 and larger M keep the dense-panel path. Results match
+// the oracle either way.
 TEST(CudaWgemm, PublicRoute) {
   REQUIRE_GPU();
   const std::uint64_t seed = 4242;
@@ -1460,7 +1467,8 @@ TEST(CudaWgemm, PublicRoute) {
   const std::int64_t big = cuda::kWgemmMaxRows;
   for (const auto& [dt, k, m, want_wg] :
        {std::tuple<DType, std::int64_t, std::int64_t, bool>{DType::kBF16, 512, 17, true}, {DType::kBF16, 512, big, true},
-        {DType::kBF16, 512, big + 1, false}, {DType::kF16, 512, 17, false}, {DType::kF32, 512, 17, false},
+        {DType::kBF16, 512, big + 1, false}, {DType::kF16, 512, 17, true}, {DType::kF16, 512, big + 1, false},
+        {DType::kF32, 512, 17, false},
         {DType::kBF16, 528, 17, false}}) {
     const std::int64_t n = 96;
     const QuantizedWeight qw = random_weight(n, k, seed + k);
@@ -1489,12 +1497,13 @@ TEST(CudaWgemm, NonFiniteActivationsPropagateLikeTheOracle) {
   const std::int64_t n = 272, k = 1024, m = 40;
   const QuantizedWeight qw = random_weight(n, k, seed);
   const CanonWeight dw(qw);
-  for (const cuda::WgemmTile t : {cuda::WgemmTile{64, 1}, cuda::WgemmTile{128, 3}}) {
-    const Tensor x = with_non_finite_rows(random_x(DType::kBF16, m, k, seed + 1));
-    Tensor y = nan_tensor(DType::kBF16, m, n);
-    run_wgemm(dw, x, y, m, &t);
-    expect_non_finite_like_oracle(qw, x, y, "wgemm " + wg_tile_name(&t));
-  }
+  for (const DType dt : {DType::kBF16, DType::kF16})
+    for (const cuda::WgemmTile t : {cuda::WgemmTile{64, 1}, cuda::WgemmTile{128, 3}}) {
+      const Tensor x = with_non_finite_rows(random_x(dt, m, k, seed + 1));
+      Tensor y = nan_tensor(dt, m, n);
+      run_wgemm(dw, x, y, m, &t);
+      expect_non_finite_like_oracle(qw, x, y, std::string("wgemm ") + dtype_name(dt) + " " + wg_tile_name(&t));
+    }
 }
 
 #endif  // NVFP4_HAVE_CUDA

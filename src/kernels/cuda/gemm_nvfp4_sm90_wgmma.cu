@@ -1,5 +1,5 @@
 // kernels/cuda/gemm_nvfp4_sm90_wgmma.cu -- the wgmma GEMM ("wg") on the canonical checkpoint
-// layout, for batched decode and short prefills with bf16 activations (M = 17..256) on Hopper.
+// layout, for batched decode and short prefills with bf16 or fp16 activations (M = 17..256) on Hopper.
 //
 // Why: without FP4 tensor cores, prefill used to decode each weight into a dense bf16 panel
 // and run cuBLAS (gemm_nvfp4_cublas.h): 0.90x dense bf16, the panel's write and read costing
@@ -19,6 +19,9 @@
 //    nibble's sign to bit 15 and magnitude to bits 8:6 of its bf16 half: e2m1 * 2^-126 (as the
 //    canonical GEMV, gemv_nvfp4_sm90.cu), then one HMUL2 by the block scale * 2^119: exactly
 //    e2m1 * |scale| * 2^-7. The 2^7 and the tensor scale return on the fp32 result.
+//    fp16 activations (the f16 wgmma): magnitude to bits 11:9, e2m1 * 2^-14 (code 1 the
+//    subnormal 2^-15), times |scale| * 2^7 in fp16: the same e2m1 * |scale| * 2^-7, exact
+//    (products in [2^-17, 21] with <= 6 significant bits; fp16 HMUL2 keeps subnormals).
 //  * B = activations, from shared memory: BN rows x 64 k bf16 per stage, 128-byte rows with the
 //    128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)), which wgmma reads
 //    conflict-free; K-major, so no transpose.
@@ -98,47 +101,68 @@ __device__ __forceinline__ std::uint32_t bcast_hi(std::uint32_t v) {
   return d;
 }
 
-// Byte `sel` (a PRMT selector 0x4440 | t) of canonical word q -> the bf16x2 of its two codes:
-// low nibble (k = 2t) in the low half, high nibble (k = 2t + 1) in the high half, each as
-// e2m1 * 2^-126: sign to bit 15, magnitude (e1 e0 m) to bits 8:6 (header comment).
+// Byte `sel` (a PRMT selector 0x4440 | t) of canonical word q -> the bf16x2 (fp16x2) of its two
+// codes: low nibble (k = 2t) in the low half, high nibble (k = 2t + 1) in the high half, each as
+// e2m1 * 2^-126 (bf16: sign to bit 15, magnitude e1 e0 m to bits 8:6) or e2m1 * 2^-14 (fp16:
+// magnitude to bits 11:9, where code 1 is the subnormal 2^-15), see the header comment.
+template <bool F16>
 __device__ __forceinline__ std::uint32_t decode_byte(std::uint32_t q, std::uint32_t sel) {
-  const std::uint32_t v = prmt(q, 0u, sel);           // byte t, zero above
-  const std::uint32_t u = (v * 0x1001u) & 0x000F000Fu;  // low nibble at bits 0-3, high at 16-19
-  return (u * 0x1040u) & 0x81C081C0u;                 // (u << 6) | (u << 12): no overlapping bits
+  const std::uint32_t v = prmt(q, 0u, sel);  // byte t, zero above
+  if constexpr (F16) {
+    // Magnitudes: v << 9 puts the low nibble's at 11:9, v << 21 the high nibble's at 27:25; signs:
+    // v << 12 and v << 24 put bits 3 and 7 at 15 and 31. Each product's two shifted copies do
+    // not overlap, so the multiplies are exact shifts-and-ors.
+    const std::uint32_t sign = (v * 0x01001000u) & 0x80008000u;
+    return ((v * 0x00200200u) & 0x0E000E00u) | sign;
+  } else {
+    const std::uint32_t u = (v * 0x1001u) & 0x000F000Fu;  // low nibble at bits 0-3, high at 16-19
+    return (u * 0x1040u) & 0x81C081C0u;                 // (u << 6) | (u << 12): no overlapping bits
+  }
 }
 
-// wgmma.mma_async m64nNk16, bf16 x bf16 -> fp32, A from registers (the mma.m16n8k16 fragment
-// layout per warp), B from shared memory (descriptor), D += A B.
+// wgmma.mma_async m64nNk16, bf16 x bf16 (fp16 x fp16) -> fp32, A from registers (the
+// mma.m16n8k16 fragment layout per warp), B from shared memory (descriptor), D += A B. The two
+// types differ only in the instruction's type suffix (inline asm needs one literal per type).
+#define NVFP4_WG_N64(TYPES)                                                                          \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                        \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPES " "                               \
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"                                    \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                                                                                 \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate))
+#define NVFP4_WG_N128(TYPES)                                                                         \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                        \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPES " "                              \
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"                                   \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])                                                                                \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate))
+template <bool F16>
 __device__ __forceinline__ void wgmma_n64(float (&d)[32], const std::uint32_t (&a)[4], std::uint64_t desc, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
-      "{%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+  if constexpr (F16)
+    NVFP4_WG_N64("f16.f16");
+  else
+    NVFP4_WG_N64("bf16.bf16");
 }
+template <bool F16>
 __device__ __forceinline__ void wgmma_n128(float (&d)[64], const std::uint32_t (&a)[4], std::uint64_t desc, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
-      "{%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+  if constexpr (F16)
+    NVFP4_WG_N128("f16.f16");
+  else
+    NVFP4_WG_N128("bf16.bf16");
 }
+#undef NVFP4_WG_N64
+#undef NVFP4_WG_N128
 
-template <int BN>
+template <int BN, bool F16>
 __device__ __forceinline__ void wgmma_bn(float (&d)[BN / 2], const std::uint32_t (&a)[4], std::uint64_t desc) {
   if constexpr (BN == 64)
-    wgmma_n64(d, a, desc, 1);
+    wgmma_n64<F16>(d, a, desc, 1);
   else
-    wgmma_n128(d, a, desc, 1);
+    wgmma_n128<F16>(d, a, desc, 1);
 }
 
 // Grid: x = activation block (fastest, so the blocks that share a row block's weights run
 // together and the later ones read them from L2), y = row block of 128 weight rows, z = K split.
-template <int BN>
+template <int BN, bool F16>
 __global__ void __launch_bounds__(kThreads, 2) gemm_nvfp4_wg_kernel(GemvArgs p, int k_split, float* ws) {
   constexpr int kStage = wg_stage_bytes(BN), kStages = wg_stages(BN);
   // Two A register sets (decode of stage i + 1 overlaps stage i's wgmmas in the same warpgroup)
@@ -197,7 +221,8 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_nvfp4_wg_kernel(GemvArgs p, 
     cp_async16(st + w_dst, w_src + kst * 32, w_ok);
     if (tid < kRows) cp_async4(st + s_dst, s_src + kst * 4, s_ok);
   };
-  // This warp's 16 rows x 4 raw E4M3 scales of stage `slot` -> bf16 |scale| * 2^119 (exact; NaN
+  // This warp's 16 rows x 4 raw E4M3 scales of stage `slot` -> bf16 |scale| * 2^119 or fp16
+  // |scale| * 2^7 (exact; NaN
   // stays NaN), two per lane, into buffer b: row r holds blocks 0..3. Each warp converts only
   // the scales it decodes, so a __syncwarp (not a block barrier) orders the two.
   const int wrow0 = (warp >> 2) * 64 + (warp & 3) * 16;
@@ -206,7 +231,7 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_nvfp4_wg_kernel(GemvArgs p, 
     const std::uint32_t raw =
         *reinterpret_cast<const std::uint16_t*>(smem + slot * kStage + BN * 128 + (wrow0 + r) * kPackedPitch + 32 + h * 2);
     std::uint32_t lo, hi;
-    scale_pairs<false>(raw, &lo, &hi);
+    scale_pairs<F16>(raw, &lo, &hi);
     *reinterpret_cast<std::uint32_t*>(sbuf + b * 128 + r * 8 + h * 4) = prmt(lo, hi, 0x5410);
   };
   // Stage `slot`'s weights of this warp's rows wr and wr + 8 -> the 4 steps' A fragments.
@@ -225,10 +250,10 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_nvfp4_wg_kernel(GemvArgs p, 
       const std::uint32_t sgw = (s >> 1) ? sg.y : sg.x, shw = (s >> 1) ? sh.y : sh.x;
       const std::uint32_t scg = (s & 1) ? bcast_hi(sgw) : bcast_lo(sgw);
       const std::uint32_t sch = (s & 1) ? bcast_hi(shw) : bcast_lo(shw);
-      a[s][0] = mul2<false>(decode_byte(qg.x, sel), scg);
-      a[s][1] = mul2<false>(decode_byte(qh.x, sel), sch);
-      a[s][2] = mul2<false>(decode_byte(qg.y, sel), scg);
-      a[s][3] = mul2<false>(decode_byte(qh.y, sel), sch);
+      a[s][0] = mul2<F16>(decode_byte<F16>(qg.x, sel), scg);
+      a[s][1] = mul2<F16>(decode_byte<F16>(qh.x, sel), sch);
+      a[s][2] = mul2<F16>(decode_byte<F16>(qg.y, sel), scg);
+      a[s][3] = mul2<F16>(decode_byte<F16>(qh.y, sel), sch);
     }
   };
   float acc[BN / 2];
@@ -238,7 +263,7 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_nvfp4_wg_kernel(GemvArgs p, 
     const std::uint32_t act = base + slot * kStage;
     wgmma_fence();  // the A registers were written by the decode
 #pragma unroll
-    for (int s = 0; s < 4; ++s) wgmma_bn<BN>(acc, a[s], sw128_desc(act + 32 * s));
+    for (int s = 0; s < 4; ++s) wgmma_bn<BN, F16>(acc, a[s], sw128_desc(act + 32 * s));
     wgmma_commit();
   };
 
@@ -302,11 +327,11 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_nvfp4_wg_kernel(GemvArgs p, 
     }
 }
 
-template <int BN>
+template <int BN, bool F16>
 cudaError_t launch_wg(const GemvArgs& a, const WgemmTile& t, void* workspace, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((a.m_rows + BN - 1) / BN), static_cast<unsigned>((a.n + kRows - 1) / kRows),
                   static_cast<unsigned>(t.k_split));
-  return launch_split_k_gemm(reinterpret_cast<const void*>(gemm_nvfp4_wg_kernel<BN>), grid, dim3(kThreads),
+  return launch_split_k_gemm(reinterpret_cast<const void*>(gemm_nvfp4_wg_kernel<BN, F16>), grid, dim3(kThreads),
                              wg_smem_bytes(BN), a, t.k_split, workspace, stream);
 }
 
@@ -341,7 +366,8 @@ std::size_t wgemm_workspace_bytes(const GemvArgs& a, const WgemmTile& t) {
 }
 
 cudaError_t gemm_nvfp4_sm90_wgmma(const GemvArgs& a, const WgemmTile& t, void* workspace, cudaStream_t stream) {
-  return t.bn == 64 ? launch_wg<64>(a, t, workspace, stream) : launch_wg<128>(a, t, workspace, stream);
+  if (a.a_f16) return t.bn == 64 ? launch_wg<64, true>(a, t, workspace, stream) : launch_wg<128, true>(a, t, workspace, stream);
+  return t.bn == 64 ? launch_wg<64, false>(a, t, workspace, stream) : launch_wg<128, false>(a, t, workspace, stream);
 }
 
 std::string gemm_nvfp4_sm90_wgmma_name(const WgemmTile& t) {

@@ -1,6 +1,6 @@
 // kernels/cuda/gemm_nvfp4_sm90_wgmma.h -- internal launch interface of the wgmma GEMM ("wg") on
 // the canonical checkpoint layout: batched decode and short prefills (M = 17..256, kWgemmMaxRows
-// in matmul_cuda.h) with bf16 activations on Hopper. The weights are read as they are stored (no
+// in matmul_cuda.h) with bf16 or fp16 activations on Hopper. The weights are read as they are stored (no
 // repack) and decoded in registers straight into wgmma's A fragments; the activations are wgmma's
 // B operand in shared memory. No validation here: the API layer (matmul_cuda.cu) validates once
 // and throws.
@@ -39,7 +39,7 @@ WgemmTile wgemm_pick_tile(int sms, std::int64_t n, std::int64_t k, std::int64_t 
 // Device workspace the launch needs (0 when k_split == 1): the fp32 partials.
 std::size_t wgemm_workspace_bytes(const GemvArgs& a, const WgemmTile& t);
 
-// y = A . dequant(w)^T for a.m_rows bf16 rows (a.pieces == 1; rows 16-byte aligned, row stride a
+// y = A . dequant(w)^T for a.m_rows bf16 rows, fp16 with a.a_f16 (a.pieces == 1; rows 16-byte aligned, row stride a
 // multiple of 8, values past the real K zero), canonical packed/scales as wgemm_supported says.
 // `workspace` holds wgemm_workspace_bytes(a, t) bytes (may be null when 0).
 cudaError_t gemm_nvfp4_sm90_wgmma(const GemvArgs& a, const WgemmTile& t, void* workspace, cudaStream_t stream);

@@ -7,8 +7,8 @@
 //   prepared anything else (fp32, odd strides, unaligned, K' < K padding): one small kernel
 //            writes 16-bit rows (fp32 -> 3 exact bf16 pieces, zero padding past K') into a
 //            stream-ordered workspace (scratch.h: a retained pool; cudaMallocAsync when captured).
-// M = 17..256 with bf16 rows: the wgmma GEMM (gemm_nvfp4_sm90_wgmma.cu; kWgemmMaxRows); larger
-// M (prefill) and fp16/fp32 rows: gemm_nvfp4_cublas.cu (decode to a dense panel + cuBLAS, near
+// M = 17..256 with bf16/fp16 rows: the wgmma GEMM (gemm_nvfp4_sm90_wgmma.cu; kWgemmMaxRows); larger
+// M (prefill) and fp32 rows: gemm_nvfp4_cublas.cu (decode to a dense panel + cuBLAS, near
 // the dense rate: see its header). With an explicit tile (tests, tuner) the GEMV runs once per chunk of 16
 // rows instead, so every tile can be checked at any M. Repacked weights from 25 virtual rows
 // (kRgemmMinVirtualRows): the repacked GEMM (gemm_nvfp4_sm90_repacked.cu).
@@ -203,10 +203,10 @@ cudaError_t with_scratch(std::size_t bytes, cudaStream_t stream, Launch launch) 
   return e != cudaSuccess ? e : e2;
 }
 
-// The wgmma GEMM (gemm_nvfp4_sm90_wgmma.cu) reads bf16 rows and canonical weights whose shape
-// and alignment it supports; everything else keeps the dense-panel path.
+// The wgmma GEMM (gemm_nvfp4_sm90_wgmma.cu) reads bf16 or fp16 rows and canonical weights whose
+// shape and alignment it supports; everything else keeps the dense-panel path.
 bool wgemm_applies(const MatrixView& x, const WeightView& w) {
-  return x.dtype == DType::kBF16 && wgemm_supported(w.packed, w.scales, w.n, w.k);
+  return (x.dtype == DType::kBF16 || x.dtype == DType::kF16) && wgemm_supported(w.packed, w.scales, w.n, w.k);
 }
 
 // The wgmma GEMM over all rows of x in one launch: rows read in place when they can be, else
@@ -301,7 +301,7 @@ void quantized_matmul_wgemm(const MatrixView& x, const WeightView& w, const Matr
   const std::string shape = validate_forced_path(op, x, w, y);
   if (x.rows == 0) return;
   if (!wgemm_applies(x, w))
-    fail(op, "needs bf16 activations, K % 64 == 0, a 16-byte aligned packed and 4-byte aligned scale base, N <= 8388480 (" +
+    fail(op, "needs bf16 or fp16 activations, K % 64 == 0, a 16-byte aligned packed and 4-byte aligned scale base, N <= 8388480 (" +
                  shape + ")");
   if (tile && !wgemm_tile_valid(*tile))
     fail(op, "invalid GEMM tile bn=" + std::to_string(tile->bn) + " k_split=" + std::to_string(tile->k_split));

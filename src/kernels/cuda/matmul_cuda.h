@@ -18,7 +18,7 @@ namespace nvfp4::cuda {
 void quantized_matmul_tile(const MatrixView& x, const WeightView& w, const MatrixView& y, void* stream,
                            const GemvTile* tile, std::string* kernel_name = nullptr);
 
-// As quantized_matmul, always through the wgmma GEMM (bf16 activations, any M; the shapes
+// As quantized_matmul, always through the wgmma GEMM (bf16 or fp16 activations, any M; the shapes
 // wgemm_supported accepts), with an explicit block shape (nullptr: wgemm_pick_tile's).
 void quantized_matmul_wgemm(const MatrixView& x, const WeightView& w, const MatrixView& y, void* stream,
                             const WgemmTile* tile, std::string* kernel_name = nullptr);
