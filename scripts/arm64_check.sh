@@ -32,7 +32,7 @@ if [ ! -f "$SYSROOT/.nvfp4-complete" ]; then
   echo "arm64_check: arm64 packages into $SYSROOT (debootstrap --foreign, dpkg -x)" >&2
   rm -rf "$SYSROOT.tmp"
   debootstrap --arch=arm64 --foreign --variant=minbase \
-    --include=libfmt-dev,libhwy-dev,nlohmann-json3-dev,libcli11-dev,libgtest-dev,libgmock-dev,libstdc++-12-dev,libdnnl-dev,libopenblas-dev,libopenblas-pthread-dev,libopenblas0-pthread,libgomp1,libgfortran5 \
+    --include=libfmt-dev,libhwy-dev,nlohmann-json3-dev,libcli11-dev,libgtest-dev,libgmock-dev,libstdc++-12-dev,libdnnl-dev,libopenblas-dev,libopenblas-pthread-dev,libopenblas0-pthread,libgomp1,libgfortran5,ocl-icd-opencl-dev \
     bookworm "$SYSROOT.tmp" "$MIRROR" >/dev/null
   for f in "$SYSROOT.tmp"/var/cache/apt/archives/*.deb; do dpkg -x "$f" "$SYSROOT.tmp"; done
   touch "$SYSROOT.tmp/.nvfp4-complete"

@@ -17,12 +17,6 @@
 #include "kernels/cpu/tuning_cpu.h"
 
 #define HWY_WANT_AVX3_DL 1
-// Not for SVE: the register blocks below are arrays of vectors, and SVE vectors are sizeless
-// types that cannot be array elements. Arm CPUs with SVE also run NEON, which these kernels use
-// there (scripts/arm64_check.sh builds and tests it under qemu).
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
-#endif
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/gemm_nvfp4_hwy.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -40,28 +34,41 @@ using VF = hn::Vec<DF>;
 constexpr int kMR = HWY_MAX_BYTES >= 64 ? 8 : 4;
 constexpr int kMaxNR = 2 * HWY_MAX_BYTES / 4;  // NR = 2 vectors of fp32
 
+// The MR x 2 register block is named variables, c0_i / c1_i for row i < MR (SVE vectors are
+// sizeless types: no arrays of them); rows past MR are never touched (if constexpr).
+#define NVFP4_X8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 template <int MR>
 HWY_INLINE void Ukernel(const float* A, std::int64_t lda, const float* B, std::int64_t L,
                         std::int64_t kc, float* C, std::int64_t ldc) {
+  static_assert(MR >= 1 && MR <= 8, "GEMM register block: at most 8 rows");
   const DF df;
-  VF c0[MR], c1[MR];
-  for (int i = 0; i < MR; ++i) {
-    c0[i] = hn::LoadU(df, C + i * ldc);
-    c1[i] = hn::LoadU(df, C + i * ldc + L);
+#define NVFP4_C_LOAD(i)                                  \
+  VF c0_##i = hn::Zero(df), c1_##i = hn::Zero(df);       \
+  if constexpr (i < MR) {                                \
+    c0_##i = hn::LoadU(df, C + i * ldc);                 \
+    c1_##i = hn::LoadU(df, C + i * ldc + L);             \
   }
+  NVFP4_X8(NVFP4_C_LOAD)
+#undef NVFP4_C_LOAD
   for (std::int64_t kk = 0; kk < kc; ++kk) {
     const VF b0 = hn::Load(df, B + kk * 2 * L);
     const VF b1 = hn::Load(df, B + kk * 2 * L + L);
-    for (int i = 0; i < MR; ++i) {
-      const VF av = hn::Set(df, A[i * lda + kk]);
-      c0[i] = hn::MulAdd(av, b0, c0[i]);
-      c1[i] = hn::MulAdd(av, b1, c1[i]);
-    }
+#define NVFP4_C_FMA(i)                                   \
+  if constexpr (i < MR) {                                \
+    const VF av = hn::Set(df, A[i * lda + kk]);          \
+    c0_##i = hn::MulAdd(av, b0, c0_##i);                 \
+    c1_##i = hn::MulAdd(av, b1, c1_##i);                 \
   }
-  for (int i = 0; i < MR; ++i) {
-    hn::StoreU(c0[i], df, C + i * ldc);
-    hn::StoreU(c1[i], df, C + i * ldc + L);
+    NVFP4_X8(NVFP4_C_FMA)
+#undef NVFP4_C_FMA
   }
+#define NVFP4_C_STORE(i)                                 \
+  if constexpr (i < MR) {                                \
+    hn::StoreU(c0_##i, df, C + i * ldc);                 \
+    hn::StoreU(c1_##i, df, C + i * ldc + L);             \
+  }
+  NVFP4_X8(NVFP4_C_STORE)
+#undef NVFP4_C_STORE
 }
 
 template <int MR>

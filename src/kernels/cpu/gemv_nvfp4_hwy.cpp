@@ -27,12 +27,6 @@
 #include "kernels/cpu/tuning_cpu.h"
 
 #define HWY_WANT_AVX3_DL 1  // Ice Lake / Zen 4 / Sapphire Rapids: compile and test that target too
-// Not for SVE: the register blocks below are arrays of vectors, and SVE vectors are sizeless
-// types that cannot be array elements. Arm CPUs with SVE also run NEON, which these kernels use
-// there (scripts/arm64_check.sh builds and tests it under qemu).
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
-#endif
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/gemv_nvfp4_hwy.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -100,13 +94,79 @@ struct GemvCtx {
   std::int64_t nch;       // full chunks per row
 };
 
+// SVE vectors are sizeless types, which cannot be array elements (nor struct members), so the
+// register blocks are named variables: accumulator slot i = m * NR + r (i < MR * NR <= 8) and
+// partial sum m (m < MR <= 8). Slots past the block are never touched (if constexpr); on the
+// fixed-width targets the code is what the former arrays compiled to.
+#define NVFP4_X8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+#define NVFP4_SLOT_ARGS acc0, acc1, acc2, acc3, acc4, acc5, acc6, acc7
+
+template <int I>
+HWY_INLINE VF& Slot(VF& a0, VF& a1, VF& a2, VF& a3, VF& a4, VF& a5, VF& a6, VF& a7) {
+  static_assert(I >= 0 && I < 8, "GEMV register block: at most 8 accumulators");
+  if constexpr (I == 0) return a0;
+  else if constexpr (I == 1) return a1;
+  else if constexpr (I == 2) return a2;
+  else if constexpr (I == 3) return a3;
+  else if constexpr (I == 4) return a4;
+  else if constexpr (I == 5) return a5;
+  else if constexpr (I == 6) return a6;
+  else return a7;
+}
+
+// Weight row R of the tile, one chunk: decode its E/O words and block scales, form the MR
+// unscaled partial sums against x (xc: the chunk of row m0, rows k apart), and add partial * scale
+// into accumulator slots m * NR + R.
+template <int MR, int NR, int R>
+HWY_INLINE void GemvRowChunk(const float* xc, std::int64_t k, std::int64_t L, const std::uint8_t* p,
+                             const std::uint8_t* sp, VF& acc0, VF& acc1, VF& acc2, VF& acc3, VF& acc4,
+                             VF& acc5, VF& acc6, VF& acc7) {
+  const DF df;
+  const DU du;
+  const D8 d8;
+#if HWY_TARGET == HWY_SCALAR
+  std::uint32_t w0, w1;
+  std::memcpy(&w0, p, 4);
+  std::memcpy(&w1, p + 4, 4);
+  const VU E = hn::Set(du, w0), O = hn::Set(du, w1);
+#else
+  const VU lo = hn::LoadU(du, reinterpret_cast<const std::uint32_t*>(p));
+  const VU hi = hn::LoadU(du, reinterpret_cast<const std::uint32_t*>(p + 4 * L));
+  const VU E = hn::ConcatEven(du, hi, lo);
+  const VU O = hn::ConcatOdd(du, hi, lo);
+#endif
+  const VF s = DecodeE4M3Abs(df, hn::PromoteTo(du, hn::LoadU(d8, sp)));
+  const VF wfirst = DecodeE2M1(df, E);
+#define NVFP4_PART_INIT(m) VF part##m = hn::Zero(df); \
+  if constexpr (m < MR) part##m = hn::Mul(wfirst, hn::Load(df, xc + m * k));
+  NVFP4_X8(NVFP4_PART_INIT)
+#undef NVFP4_PART_INIT
+#define NVFP4_PART_FMA(m) \
+  if constexpr (m < MR) part##m = hn::MulAdd(w, hn::Load(df, xc + m * k + j * L), part##m);
+  for (int j = 1; j < 8; ++j) {
+    const VF w = DecodeE2M1(df, hn::ShiftRightSame(E, 4 * j));
+    NVFP4_X8(NVFP4_PART_FMA)
+  }
+  for (int j = 8; j < 16; ++j) {
+    const VF w = DecodeE2M1(df, hn::ShiftRightSame(O, 4 * (j - 8)));
+    NVFP4_X8(NVFP4_PART_FMA)
+  }
+#undef NVFP4_PART_FMA
+#define NVFP4_PART_ACC(m)                                              \
+  if constexpr (m < MR) {                                              \
+    VF& a = Slot<m * NR + R>(NVFP4_SLOT_ARGS);                         \
+    a = hn::MulAdd(part##m, s, a);                                     \
+  }
+  NVFP4_X8(NVFP4_PART_ACC)
+#undef NVFP4_PART_ACC
+}
+
 // out[mi][r] = sum over chunks [c0, c1) of rows m0.., weight rows n0.. (no tail, no tensor scale)
 template <int MR, int NR>
 HWY_INLINE void GemvTile(const GemvCtx& g, std::int64_t m0, std::int64_t n0, std::int64_t c0,
                          std::int64_t c1, float out[MR][NR]) {
+  static_assert(MR * NR <= 8 && NR <= 4, "GEMV register block: at most 8 accumulators, 4 weight rows");
   const DF df;
-  const DU du;
-  const D8 d8;
   const MatmulArgs& a = *g.a;
   const std::int64_t L = g.L, k = a.k;
   const std::uint8_t* prow[NR];
@@ -115,44 +175,22 @@ HWY_INLINE void GemvTile(const GemvCtx& g, std::int64_t m0, std::int64_t n0, std
     prow[r] = a.packed + (n0 + r) * (k / 2);
     srow[r] = a.scales + (n0 + r) * (k / kBlockSize);
   }
-  VF acc[MR][NR];
-  for (int m = 0; m < MR; ++m)
-    for (int r = 0; r < NR; ++r) acc[m][r] = hn::Zero(df);
+#define NVFP4_ACC_INIT(i) VF acc##i = hn::Zero(df);
+  NVFP4_X8(NVFP4_ACC_INIT)
+#undef NVFP4_ACC_INIT
   for (std::int64_t c = c0; c < c1; ++c) {
     const float* xc = g.xp + m0 * k + c * g.chunk;
-    for (int r = 0; r < NR; ++r) {
-      const std::uint8_t* p = prow[r] + c * 8 * L;
-#if HWY_TARGET == HWY_SCALAR
-      std::uint32_t w0, w1;
-      std::memcpy(&w0, p, 4);
-      std::memcpy(&w1, p + 4, 4);
-      const VU E = hn::Set(du, w0), O = hn::Set(du, w1);
-#else
-      const VU lo = hn::LoadU(du, reinterpret_cast<const std::uint32_t*>(p));
-      const VU hi = hn::LoadU(du, reinterpret_cast<const std::uint32_t*>(p + 4 * L));
-      const VU E = hn::ConcatEven(du, hi, lo);
-      const VU O = hn::ConcatOdd(du, hi, lo);
-#endif
-      const VF s = DecodeE4M3Abs(df, hn::PromoteTo(du, hn::LoadU(d8, srow[r] + c * L)));
-      VF part[MR];
-      {
-        const VF w = DecodeE2M1(df, E);
-        for (int m = 0; m < MR; ++m) part[m] = hn::Mul(w, hn::Load(df, xc + m * k));
-      }
-      for (int j = 1; j < 8; ++j) {
-        const VF w = DecodeE2M1(df, hn::ShiftRightSame(E, 4 * j));
-        for (int m = 0; m < MR; ++m) part[m] = hn::MulAdd(w, hn::Load(df, xc + m * k + j * L), part[m]);
-      }
-      for (int j = 0; j < 8; ++j) {
-        const VF w = DecodeE2M1(df, hn::ShiftRightSame(O, 4 * j));
-        for (int m = 0; m < MR; ++m)
-          part[m] = hn::MulAdd(w, hn::Load(df, xc + m * k + (8 + j) * L), part[m]);
-      }
-      for (int m = 0; m < MR; ++m) acc[m][r] = hn::MulAdd(part[m], s, acc[m][r]);
-    }
+#define NVFP4_ROW(r) \
+  if constexpr (r < NR) GemvRowChunk<MR, NR, r>(xc, k, L, prow[r] + c * 8 * L, srow[r] + c * L, NVFP4_SLOT_ARGS);
+    NVFP4_ROW(0) NVFP4_ROW(1) NVFP4_ROW(2) NVFP4_ROW(3)
+#undef NVFP4_ROW
   }
+  float sums[8];
+#define NVFP4_SUM(i) if constexpr (i < MR * NR) sums[i] = hn::GetLane(hn::SumOfLanes(df, acc##i));
+  NVFP4_X8(NVFP4_SUM)
+#undef NVFP4_SUM
   for (int m = 0; m < MR; ++m)
-    for (int r = 0; r < NR; ++r) out[m][r] = hn::GetLane(hn::SumOfLanes(df, acc[m][r]));
+    for (int r = 0; r < NR; ++r) out[m][r] = sums[m * NR + r];
 }
 
 // Rows [n0, n1) of W against rows [m0, m0+MR) of x, chunks [c0, c1), plus the scalar K tail if
