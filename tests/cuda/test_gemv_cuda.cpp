@@ -1350,7 +1350,8 @@ std::string wg_tile_name(const cuda::WgemmTile* t) {
 }
 
 // One-hot bf16 / fp16 rows recover dequantize_ref (bf16 / fp16) exactly for every block shape and
-// K split (the decode is exact and each output has one nonzero product); random bf16 rows match
+// K split (the decode is exact and each output has one nonzero product; splits 3 and 7 reduce in a
+// cluster, 64 through the workspace); random bf16 rows match
 // the oracle for M = 17..200 and fp16 rows for M = 17 and 65 (partial activation and weight
 // blocks: N = 300, 1040); a second call and a graph replay give the same bits; padded strided
 // rows go through the prepared copy.
@@ -1394,14 +1395,14 @@ TEST(CudaWgemm, OneHotOracleEveryTileDeterministic) {
         }
       }
     }
-    // Padded, strided bf16 rows (x.cols = K - 8, row stride K + 24): through the prepared rows.
-    {
+    // Padded, strided bf16 / fp16 rows (x.cols = K - 8, row stride K + 24): through the prepared rows.
+    for (const DType dt : {DType::kBF16, DType::kF16}) {
       const std::int64_t m = 33, stride = k + 24, cols = k - 8;
-      Tensor x = random_x(DType::kBF16, m, stride, seed + 99);
-      Tensor y = nan_tensor(DType::kBF16, m, n);
+      Tensor x = random_x(dt, m, stride, seed + 99);
+      Tensor y = nan_tensor(dt, m, n);
       run_wgemm(dw, x, y, m, &tiles[2], cols, stride);
-      check_against_oracle(MatrixView{x.data(), DType::kBF16, m, cols, stride}, qw, MatrixView{y.data(), DType::kBF16, m, n, n},
-                           "wgemm padded strided rows");
+      check_against_oracle(MatrixView{x.data(), dt, m, cols, stride}, qw, MatrixView{y.data(), dt, m, n, n},
+                           std::string("wgemm padded strided rows ") + dtype_name(dt));
     }
     // A graph replay gives the direct call's bits.
     expect_stream_and_graph_identical(qw, random_x(DType::kBF16, 48, k, seed + 5), "wgemm",
@@ -1447,7 +1448,8 @@ TEST(CudaWgemm, SmallRunsForTheSanitizers) {
   const CanonWeight dw(qw);
   for (const DType dt : {DType::kBF16, DType::kF16}) {
     const Tensor x = random_x(dt, m, k, seed + 1);
-    for (const cuda::WgemmTile t : {cuda::WgemmTile{64, 3}, cuda::WgemmTile{128, 1}}) {
+    // K split 3: one cluster per tile (distributed shared memory); 16: workspace + second kernel.
+    for (const cuda::WgemmTile t : {cuda::WgemmTile{64, 3}, cuda::WgemmTile{128, 1}, cuda::WgemmTile{64, 16}}) {
       Tensor y = nan_tensor(dt, m, n);
       run_wgemm(dw, x, y, m, &t);
       Tensor xc = x;
