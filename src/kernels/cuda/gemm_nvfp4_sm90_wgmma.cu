@@ -38,10 +38,8 @@
 //    ahead of the repacked mma.sync GEMM from 64 rows; 280-360 TFLOP/s at M >= 256, latency-bound
 //    (2-4 warps per scheduler, stalls on the per-stage barrier and the cp.async wait), so larger M
 //    keeps the panel path.
-//  * K split over blocks (grid z) where the tiles alone do not fill the GPU. Up to 8 splits the
-//    blocks of a tile form one thread block cluster and sum their fp32 partials through
-//    distributed shared memory in split order; larger splits write them to a workspace for
-//    finalize_k_split (gemv_sm90_device.cuh), same order. Deterministic either way, same bits.
+//  * K split over blocks (grid z) where the tiles alone do not fill the GPU: fp32 partials and
+//    finalize_k_split (gemv_sm90_device.cuh), summed in split order: deterministic.
 #include "kernels/cuda/gemm_nvfp4_sm90_wgmma.h"
 
 #include <algorithm>
@@ -88,26 +86,6 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
 // cp.async writes are generic-proxy writes; wgmma reads shared memory through the async proxy.
 __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-
-// Thread block clusters (PTX ISA sm_90: barrier.cluster, mapa, ld.shared::cluster): the K split's
-// blocks of one output tile, one cluster, exchange their fp32 partials through distributed shared
-// memory instead of a workspace and a second kernel.
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-__device__ __forceinline__ std::uint32_t cluster_rank() {
-  std::uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-// The float at shared address `addr` (this block's layout) in the shared memory of block `rank`.
-__device__ __forceinline__ float ld_cluster_f32(std::uint32_t addr, std::uint32_t rank) {
-  std::uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
-  float v;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
-  return v;
-}
 
 // Halves of a bf16x2 broadcast, written as moves of halves so that ptxas folds them into the
 // multiply's operand selector (HMUL2 ... R.H0_H0) instead of issuing a PRMT (measured in the
@@ -335,84 +313,26 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_nvfp4_wg_kernel(GemvArgs p, 
   // 8 (c >> 1), activation row 8 j + 2 t + (c & 1) (the wgmma D fragment layout).
   const DType yt = static_cast<DType>(p.y_dtype);
   const float out_scale = 128.0f * p.tensor_scale;  // 2^7: the decode's exponent offset
-  auto store = [&](int i, float v) {  // accumulator i = 4 j + c of this thread, scaled, to y
-    const int j = i >> 2, c = i & 3;
-    const std::int64_t n = n0 + wr + 8 * (c >> 1);
-    const int m = m0 + 8 * j + 2 * t + (c & 1);
-    if (n < p.n && m < p.m_rows) store_from_f32(p.y, yt, m * p.y_stride + n, v * out_scale);
-  };
-  if (k_split > 1 && ws == nullptr) {
-    // Cluster K split (launch_wg): the k_split blocks of this tile are one cluster, rank = split.
-    // Each block parks its partials in its own ring (every wgmma and copy is complete, and the
-    // barrier below orders the other warpgroup's last shared-memory reads before the writes),
-    // laid out [accumulator][thread]; after a cluster barrier, block r sums accumulators i with
-    // i % k_split == r over the ranks in split order (as finalize_k_split: from 0.0f, so the bits
-    // are those of the workspace path) and stores them. The second barrier keeps every block's
-    // shared memory alive until the remote reads are done.
-    __syncthreads();
-    float* red = reinterpret_cast<float*>(smem);
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) red[i * kThreads + tid] = acc[i];
-    cluster_sync();
-    const std::uint32_t rank = cluster_rank();
-    const std::uint32_t red_addr = base + static_cast<std::uint32_t>(tid) * 4u;
-#pragma unroll 1
-    for (int i = static_cast<int>(rank); i < BN / 2; i += k_split) {  // a loop, not unrolled: the
-      float sum = 0.0f;                                                // epilogue stays small
-      for (int q = 0; q < k_split; ++q)
-        sum += ld_cluster_f32(red_addr + static_cast<std::uint32_t>(i * kThreads * 4), static_cast<std::uint32_t>(q));
-      store(i, sum);
-    }
-    cluster_sync();
-    return;
-  }
 #pragma unroll
   for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
-      if (k_split == 1) {
-        store(4 * j + c, acc[4 * j + c]);
-        continue;
-      }
       const std::int64_t n = n0 + wr + 8 * (c >> 1);
       const int m = m0 + 8 * j + 2 * t + (c & 1);
-      if (n < p.n && m < p.m_rows) ws[(static_cast<std::size_t>(blockIdx.z) * p.m_rows + m) * p.n + n] = acc[4 * j + c];
+      if (n >= p.n || m >= p.m_rows) continue;
+      if (k_split == 1)
+        store_from_f32(p.y, yt, m * p.y_stride + n, acc[4 * j + c] * out_scale);
+      else
+        ws[(static_cast<std::size_t>(blockIdx.z) * p.m_rows + m) * p.n + n] = acc[4 * j + c];
     }
 }
-
-// K splits up to this size run as one thread block cluster per output tile (the portable
-// cluster size limit, CUDA programming guide): the partials meet in distributed shared memory,
-// with no workspace and no second kernel. Larger splits keep the workspace + finalize_k_split.
-constexpr int kMaxClusterSplit = 8;
 
 template <int BN, bool F16>
 cudaError_t launch_wg(const GemvArgs& a, const WgemmTile& t, void* workspace, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((a.m_rows + BN - 1) / BN), static_cast<unsigned>((a.n + kRows - 1) / kRows),
                   static_cast<unsigned>(t.k_split));
-  const void* fn = reinterpret_cast<const void*>(gemm_nvfp4_wg_kernel<BN, F16>);
-  if (t.k_split == 1 || t.k_split > kMaxClusterSplit)
-    return launch_split_k_gemm(fn, grid, dim3(kThreads), wg_smem_bytes(BN), a, t.k_split, workspace, stream);
-  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, wg_smem_bytes(BN));
-  if (e != cudaSuccess) return e;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = wg_smem_bytes(BN);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[2];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = a.pdl ? 1 : 0;
-  attr[1].id = cudaLaunchAttributeClusterDimension;
-  attr[1].val.clusterDim.x = 1;
-  attr[1].val.clusterDim.y = 1;
-  attr[1].val.clusterDim.z = static_cast<unsigned>(t.k_split);
-  cfg.attrs = attr;
-  cfg.numAttrs = 2;
-  GemvArgs args = a;
-  int ks = t.k_split;
-  float* ws = nullptr;  // the kernel's signal for the cluster reduction
-  void* kargs[] = {&args, &ks, &ws};
-  return cudaLaunchKernelExC(&cfg, fn, kargs);
+  return launch_split_k_gemm(reinterpret_cast<const void*>(gemm_nvfp4_wg_kernel<BN, F16>), grid, dim3(kThreads),
+                             wg_smem_bytes(BN), a, t.k_split, workspace, stream);
 }
 
 }  // namespace
@@ -442,8 +362,7 @@ WgemmTile wgemm_pick_tile(int sms, std::int64_t n, std::int64_t k, std::int64_t 
 }
 
 std::size_t wgemm_workspace_bytes(const GemvArgs& a, const WgemmTile& t) {
-  if (t.k_split <= 1 || t.k_split <= kMaxClusterSplit) return 0;  // no split, or a cluster split
-  return static_cast<std::size_t>(t.k_split) * a.m_rows * a.n * sizeof(float);
+  return t.k_split <= 1 ? 0 : static_cast<std::size_t>(t.k_split) * a.m_rows * a.n * sizeof(float);
 }
 
 cudaError_t gemm_nvfp4_sm90_wgmma(const GemvArgs& a, const WgemmTile& t, void* workspace, cudaStream_t stream) {

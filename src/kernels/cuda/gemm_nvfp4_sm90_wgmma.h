@@ -19,9 +19,8 @@ namespace nvfp4::cuda {
 // Block shape of the wg kernel: 2 warpgroups x 64 weight rows (a block owns 128 output columns)
 // and
 //   bn:      activation rows per block, 64 or 128 (the wgmma's N);
-//   k_split: blocks per output tile along K, 1..64; 2..8 form one thread block cluster whose
-//            blocks sum their fp32 partials through distributed shared memory; > 8 write them
-//            to a workspace that a second kernel sums. Both in split order: the same bits.
+//   k_split: blocks per output tile along K, 1..64; > 1 writes fp32 partials that a second
+//            kernel sums in split order (deterministic), as the repacked GEMM does.
 struct WgemmTile {
   int bn = 128;
   int k_split = 1;
