@@ -423,6 +423,20 @@ void check_against_oracle(const MatrixView& x, const QuantizedWeight& qw, const 
   EXPECT_EQ(bad, 0) << what;
 }
 
+// A one-hot run: y[r][j] must equal want(r, j) exactly for rows < rows, columns < n. Reports the
+// first 5 mismatches (prefixed by `what`) and returns how many there were.
+template <class Want>
+int one_hot_mismatches(const Tensor& y, std::int64_t rows, std::int64_t n, Want want, const std::string& what) {
+  int bad = 0;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < n; ++j) {
+      const float w = want(r, j);
+      if (!(y.get(r * n + j) == w) && ++bad <= 5)
+        ADD_FAILURE() << what << " one-hot y[" << r << "," << j << "] = " << y.get(r * n + j) << ", want " << w;
+    }
+  return bad;
+}
+
 // One-hot rows recover the dequantized weights exactly: 16 one-hot rows per launch at the k's
 // in `ks` (run(x, y, rows) computes y = x . W^T for that launch), every output == deq[n, k]
 // (== treats +0 and -0 alike: the matmul sums 0 + -0 = +0 where dequantize gives -0).
@@ -949,14 +963,10 @@ TEST(CudaRepack, Fp16AndFp32Activations) {
       for (std::int64_t r = 0; r < rows; ++r) x.set(r * k + (r * 97 + 5) % k, 1.0f);
       Tensor y = nan_tensor(dt, rows, n);
       run_repacked(dw, x, y, rows, nullptr);
-      int bad = 0;
-      for (std::int64_t r = 0; r < rows; ++r)
-        for (std::int64_t j = 0; j < n; ++j) {
-          const float d = deq.get(j * k + (r * 97 + 5) % k);
-          const float want = dt == DType::kF32 ? d : f16_to_f32(f32_to_f16(d));
-          if (!(y.get(r * n + j) == want) && ++bad <= 5)
-            ADD_FAILURE() << dtype_name(dt) << " one-hot y[" << r << "," << j << "] = " << y.get(r * n + j) << ", want " << want;
-        }
+      const int bad = one_hot_mismatches(y, rows, n, [&](std::int64_t r, std::int64_t j) {
+        const float d = deq.get(j * k + (r * 97 + 5) % k);
+        return dt == DType::kF32 ? d : f16_to_f32(f32_to_f16(d));
+      }, dtype_name(dt));
       ASSERT_EQ(bad, 0);
       for (std::int64_t m : {1, 2, 3, 5, 6, 8, 9, 16, 17}) {
         Tensor xr = random_x(dt, m, k, seed + 7 * m);
@@ -1175,13 +1185,8 @@ TEST(CudaRgemm, OneHotOracleEveryTileDeterministic) {
     for (const cuda::RgemmTile* t : {static_cast<const cuda::RgemmTile*>(nullptr), &tiles[0], &tiles[1], &tiles[2], &tiles[3], &tiles[4]}) {
       Tensor y = nan_tensor(DType::kF32, rows, n);
       run_rgemm(dw, xo, y, rows, t);
-      int bad = 0;
-      for (std::int64_t r = 0; r < rows; ++r)
-        for (std::int64_t j = 0; j < n; ++j) {
-          const float want = deq.get(j * k + (r * 131 + 7) % k);
-          if (!(y.get(r * n + j) == want) && ++bad <= 5)
-            ADD_FAILURE() << tile_name(t) << " one-hot y[" << r << "," << j << "] = " << y.get(r * n + j) << ", want " << want;
-        }
+      const int bad = one_hot_mismatches(
+          y, rows, n, [&](std::int64_t r, std::int64_t j) { return deq.get(j * k + (r * 131 + 7) % k); }, tile_name(t));
       ASSERT_EQ(bad, 0) << tile_name(t);
       for (const std::int64_t m : {17, 64, 65, 130}) {
         Tensor x = random_x(DType::kBF16, m, k, seed + m);
@@ -1373,13 +1378,8 @@ TEST(CudaWgemm, OneHotOracleEveryTileDeterministic) {
         const std::string what = std::string(dtype_name(dt)) + " " + wg_tile_name(t);
         Tensor y = nan_tensor(dt, rows, n);
         run_wgemm(dw, xo, y, rows, t);
-        int bad = 0;
-        for (std::int64_t r = 0; r < rows; ++r)
-          for (std::int64_t j = 0; j < n; ++j) {
-            const float want = deq.get(j * k + (r * 131 + 7) % k);
-            if (!(y.get(r * n + j) == want) && ++bad <= 5)
-              ADD_FAILURE() << what << " one-hot y[" << r << "," << j << "] = " << y.get(r * n + j) << ", want " << want;
-          }
+        const int bad = one_hot_mismatches(
+            y, rows, n, [&](std::int64_t r, std::int64_t j) { return deq.get(j * k + (r * 131 + 7) % k); }, what);
         ASSERT_EQ(bad, 0) << what;
         for (const std::int64_t m : {17, 64, 65, 200}) {
           if (dt == DType::kF16 && (m == 64 || m == 200)) continue;  // fp16: M = 17 (bn 64) and 65 (bn 128)
