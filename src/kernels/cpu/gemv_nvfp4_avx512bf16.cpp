@@ -28,15 +28,16 @@
 // 2^-126 is lost before the scale (<= 448) multiplies it (tolerance: tests/cpu/test_matmul_cpu.cpp).
 // K % 256 tail elements go through a scalar loop with the oracle's exact e2m1*scale product.
 //
-// The FMA dot (M = 1 with a dtype in CpuTuning::gemv_m1_fma: fp16 / fp32 on CPUs with AMX-BF16): the same
+// The FMA dot (M = 1 with a dtype in CpuTuning::gemv_m1_fma: every dtype on CPUs with AMX-BF16): the same
 // lanes, layouts and block-scale FMA, but each u32 word of `half` gives 8 codes to vpsrld by 4p +
 // vpermps (a 16-entry table of the E2M1 values as fp32: vpermps reads index bits 3:0), and one
 // fp32 vfmadd231ps per 16 products against the activations converted exactly to fp32 (any
 // dtype: no split, no 2^-102 floor). Why: on Emerald Rapids vdpbf16ps issues once per ~2.1
 // cycles and competes with vpermw for port 5 (8 vdpbf16ps + 8 vpermw + 6 shifts = 27 cycles per
 // 256 weights), while vfmadd231ps issues twice per cycle (16 vpermps + 16 FMA + 14 shifts = 23
-// cycles; docs/perf-cpu.md 14). Measured there, it beats the 2 / 3 bf16 pieces of fp16 / fp32
-// rows (11-18% cold) but not a single bf16 piece; Zen 4 runs vdpbf16ps once per cycle.
+// cycles; docs/perf-cpu.md 14). With tasks of 128 weight rows and 16 KiB K blocks of its fp32
+// activations (gemv_fma_*), it is 8-25% faster cold than the vdpbf16ps dot at every Llama / Qwen
+// M = 1 shape measured there, bf16 included (§16); Zen 4 runs vdpbf16ps once per cycle.
 // Exactness: x (exact in fp32) times an E2M1 value rounds once per FMA like any fp32 dot; no
 // flush of denormals. Results are within the same tolerance as the bf16 dot, not bit-identical to it.
 //
@@ -286,7 +287,10 @@ NVFP4_BF16_TARGET void rows(const Ctx& g, std::int64_t m0, std::int64_t n0, std:
   // Optional K blocks (gemv_x_block_bytes): every weight row of the task passes over one block
   // of the MR activation rows before the next block. Results do not depend on it: each lane's
   // FMA sequence into accmem is the same.
-  const std::int64_t kb = std::max<std::int64_t>(1, cpu_tuning().gemv_x_block_bytes / (MR * kChunk * 2));
+  // The FMA dot's fp32 row (K = 14336: 56 KiB) overflows L1, so it has a block size of its own.
+  const std::int64_t kb =
+      FMA ? std::max<std::int64_t>(1, cpu_tuning().gemv_fma_x_block_bytes / (MR * kChunk * 4))
+          : std::max<std::int64_t>(1, cpu_tuning().gemv_x_block_bytes / (MR * kChunk * 2));
   constexpr std::int64_t kMaxRows = 64;
   alignas(64) __m512 accmem[kMaxRows * MR];
   for (std::int64_t nb = n0; nb < n1; nb += kMaxRows) {
@@ -439,7 +443,7 @@ bool gemv_run(const MatmulArgs& a) {
   g.xf = xf.get();
   g.xt = xt.data();
 
-  const std::int64_t rows_per_task = tune.gemv_rows_per_task;
+  const std::int64_t rows_per_task = fma ? tune.gemv_fma_rows_per_task : tune.gemv_rows_per_task;
   const std::int64_t ngroups = (n + rows_per_task - 1) / rows_per_task;
   // Activation rows in balanced groups of <= gemv_group_rows (8): one pass over the weights for
   // M <= 8. With the loop constants read from L1 and the step loops unrolled, the 8 x 2 tile

@@ -7,7 +7,7 @@
 //     gemv_split_f32_rows                    -> GEMV on vdpbf16ps (fp16/fp32 split exactly into
 //                                               2/3 bf16 pieces; if the data cannot be split
 //                                               exactly, e.g. NaN/Inf, the Highway GEMV runs)
-//     M = 1 with the dtype in gemv_m1_fma (fp16/fp32 on AMX hosts): the same GEMV, fp32 FMAs
+//     M = 1 with the dtype in gemv_m1_fma (every dtype on AMX hosts): the same GEMV, fp32 FMAs
 //   M <= gemv_max_m (tuning_cpu.h)          -> GEMV (Highway, best target)
 //   bf16 activations, AMX granted            -> GEMM on AMX tiles
 //   bf16 activations, AVX512-BF16            -> GEMM on vdpbf16ps
@@ -69,7 +69,7 @@ std::int64_t gemv_m1_fma_default() {
 #if defined(__x86_64__) && defined(__GNUC__)
     unsigned a = 0, b = 0, c = 0, d = 0;
     const bool amx_bf16 = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 22)) != 0;  // EDX[22]
-    return amx_bf16 ? gemv_m1_fma_bit(DType::kF32) | gemv_m1_fma_bit(DType::kF16) : 0;
+    return amx_bf16 ? gemv_m1_fma_bit(DType::kF32) | gemv_m1_fma_bit(DType::kF16) | gemv_m1_fma_bit(DType::kBF16) : 0;
 #else
     return 0;
 #endif

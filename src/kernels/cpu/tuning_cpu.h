@@ -45,12 +45,21 @@ struct CpuTuning {
   // (tie: Highway), M=4 0.80, M=8 0.89; M=5..7 0.81-0.96 (interleaved cpu_paths_bench).
   // M = 1 on the AVX512 GEMV with fp32 FMAs (vpermps decode; activations converted exactly to
   // fp32, no split) instead of vdpbf16ps, for the activation dtypes whose bit
-  // (1 << DType value: 1 f32, 2 f16, 4 bf16) is set. Default (gemv_m1_fma_default): fp16 and fp32
+  // (1 << DType value: 1 f32, 2 f16, 4 bf16) is set. Default (gemv_m1_fma_default): every dtype
   // on CPUs with AMX-BF16, none elsewhere. Measured (Emerald Rapids dev VM, 2 threads, cold,
-  // 1 x 4096 x 14336, cpu_paths_bench, two rounds, us median, docs/perf-cpu.md 14): fp32 2880 /
-  // 2748 against 3496 / 3357 on the Highway GEMV; fp16 2828 / 2793 against 3301 / 3141 split into
-  // 2 bf16 pieces; bf16 slower cold (pre-split 2528-2874 against 1949-2443), equal hot.
+  // cpu_paths_bench, us medians per round, docs/perf-cpu.md 14-16): with its own task size and K
+  // block (below), bf16 pre-split 1 x 4096 x 14336 1465 / 1610 against 1635 / 1826 on vdpbf16ps,
+  // 14336 x 4096 1606-1684 against 1958-2004, 151936 x 2560 10861-12851 against 13591-17153;
+  // fp32 1791 / 1868 against 3357-3496 on the Highway GEMV; fp16 1702 / 1868 against 3141-3301
+  // split into 2 bf16 pieces. With the bf16 dot's task size (8 rows) it lost cold (§14).
   std::int64_t gemv_m1_fma = gemv_m1_fma_default();
+  // The FMA dot's weight rows per task and activation bytes (fp32) per K block. Measured (same
+  // VM and tool, docs/perf-cpu.md 16): 8 rows / no K blocks 2142-2300 us cold at 1 x 4096 x 14336
+  // bf16; 64 rows 1695-1737; 128 rows + 16 KiB blocks 1690-1730; 256 rows 1660-1691 (fewer tasks
+  // than threads x 4 below N = 2048 take the K split). The bf16 dot gained 0-3% from the same
+  // values, so it keeps its own.
+  std::int64_t gemv_fma_rows_per_task = 128;
+  std::int64_t gemv_fma_x_block_bytes = 16384;
   std::uint32_t gemv_split_f16_rows = 0xFF;        // M = 1..8
   std::uint32_t gemv_split_f32_rows = 0xFA;        // M = 2, 4..8
   // Weight rows (N) per GEMV task; several rows per task give independent FMA chains and let
