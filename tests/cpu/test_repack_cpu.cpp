@@ -36,6 +36,11 @@
 #include "nvfp4/ops.h"
 #include "test_util.h"
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define NVFP4_TEST_X86 1
@@ -189,6 +194,42 @@ TEST(RepackCpu, FmaDotOneHotM1RecoversDequantizeBitExact) {
   }
   cpu::cpu_tuning_mutable() = saved;
 }
+
+#if defined(__linux__)
+// Neither dot may read past the pre-split weights: they end exactly at a page boundary followed by
+// a PROT_NONE page, with K % 256 == 0 (no K tail after the last chunk), so an out-of-bounds read
+// faults. (Written for an offset-load variant of the FMA dot that read up to 3 bytes past each
+// half: with its end-of-matrix guard removed this test crashed; the variant measured no faster,
+// docs/perf-cpu.md 16.1.)
+TEST(RepackCpu, PreSplitReadsStayInsideTheBuffer) {
+  if (!cpu::repack_for_gemv_cpu_supported()) GTEST_SKIP() << kSkip;
+  const std::int64_t n = 13, k = 512;  // 13 rows: NR-row tiles and single-row tails end the matrix
+  const std::uint64_t seed = base_seed() + 260;
+  SCOPED_TRACE(seed_note(seed));
+  const Weight w = random_weight(n, k, seed);
+  const std::vector<std::uint8_t> rp = repacked(w);
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t bytes = rp.size(), span = (bytes + page - 1) / page * page;
+  void* base = mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(base, MAP_FAILED);
+  ASSERT_EQ(mprotect(static_cast<std::uint8_t*>(base) + span, page, PROT_NONE), 0);
+  std::uint8_t* packed = static_cast<std::uint8_t*>(base) + (span - bytes);  // ends at the guard page
+  std::memcpy(packed, rp.data(), bytes);
+  const cpu::CpuTuning saved = cpu::cpu_tuning();
+  for (std::int64_t fma : {0, 7})
+    for (DType t : {DType::kBF16, DType::kF32}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " gemv_m1_fma=" + std::to_string(fma));
+      cpu::cpu_tuning_mutable().gemv_m1_fma = fma;
+      const Act x = random_x(t, 1, k, k, seed + 1);
+      Out ref = poisoned(t, 1, n, n), y = poisoned(t, 1, n, n);
+      quantized_matmul_ref(x.view, w.view(), ref.view);
+      cpu::quantized_matmul_repacked(x.view, cpu::CpuRepackedWeightView{packed, w.scales.data(), w.ts, n, k}, y.view);
+      expect_matches_oracle(ref, y, abs_sums(w, x.view), w);
+    }
+  cpu::cpu_tuning_mutable() = saved;
+  munmap(base, span + page);
+}
+#endif
 
 struct Case {
   std::int64_t n, k, kx_short;
