@@ -347,13 +347,17 @@ bool wgemm_supported(const std::uint8_t* packed, const std::uint8_t* scales, std
 // Measured on H200 (docs/perf-cuda.md 22; bench/results/cuda-2026-12-01-h200-wgemm-sweep-*.json,
 // both block shapes x K splits 1-8 at M = 64..1024): 64 activation rows per block up to M = 64,
 // else 128; the largest power-of-two K split (>= 8 stages = 512 k each) that keeps the grid
-// within two blocks per SM (the residency). Within 0-4% of the sweep's best at 4 of 5 shapes,
-// 9% at 256 x 4096 x 4096 (K split 2: 32.97 against 30.17 us at 4).
+// within one block per SM at bn 64, two at bn 128. Two for both was within 0-4% of the sweep's
+// best at 4 of 5 shapes and 9% at 256 x 4096 x 4096 (K split 2: 32.97 against 30.17 us at 4);
+// one at bn 64 (docs/perf-cuda.md 25.1-25.2): 64 x 4096^2 13.8 against 14.3 us, 64 x 14336 x 4096
+// 38.1 against 40.1, 64 x 4096 x 14336 35.2 against 34.7; Llama-3-8B decode at B = 64 5.21
+// against 5.39 ms per step. At bn 128 one per SM would cost 256 x 4096^2 9%.
 WgemmTile wgemm_pick_tile(int sms, std::int64_t n, std::int64_t k, std::int64_t m) {
   WgemmTile t;
   t.bn = m <= 64 ? 64 : 128;
   const std::int64_t blocks = ((n + kRows - 1) / kRows) * ((m + t.bn - 1) / t.bn);
-  const std::int64_t need = std::max<std::int64_t>(1, 2 * std::max(sms, 1) / blocks);
+  const std::int64_t per_sm = t.bn == 64 ? 1 : 2;
+  const std::int64_t need = std::max<std::int64_t>(1, per_sm * std::max(sms, 1) / blocks);
   const std::int64_t stages = k / kStageK;
   std::int64_t ks = 1;
   while (ks * 2 <= need && ks * 2 * 8 <= stages && ks < 64) ks *= 2;
