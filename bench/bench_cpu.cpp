@@ -295,10 +295,7 @@ std::vector<Row> run_cpu(const Options& o) {
                                           s.n, s.k};
       };
       cpu::quantized_matmul_repacked(xv, rview(0), yv);
-      const std::string rname = cpu::cpu_kernel_name(s.m, o.dtype).find("fma") != std::string::npos
-                                    ? "gemv_nvfp4_avx512fma_presplit"
-                                    : "gemv_nvfp4_avx512bf16_presplit";
-      nvfp4_rows("nvfp4_repacked", rname, y_err(),
+      nvfp4_rows("nvfp4_repacked", cpu::cpu_repacked_kernel_name(s.m, o.dtype), y_err(),
                  [&](int c) { cpu::quantized_matmul_repacked(xv, rview(c), yv); }, rpool.data());
     }
     pool = HostBuffer();  // release the rotation before the dense baseline allocates its own

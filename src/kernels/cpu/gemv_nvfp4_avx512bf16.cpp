@@ -235,23 +235,23 @@ NVFP4_BF16_TARGET void tile(const Ctx& g, std::int64_t m0, std::int64_t n0, std:
         for (int r = 0; r < NR; ++r) part[m][r] = _mm512_add_ps(pe[m][r], po[m][r]);
     } else {
 #pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      __m512i half[NR];
-      load_half<NR, PS>(pc, rs, cs, h, half);
+      for (int h = 0; h < 2; ++h) {
+        __m512i half[NR];
+        load_half<NR, PS>(pc, rs, cs, h, half);
 #pragma GCC unroll 4
-      for (int s = 0; s < 4; ++s) {
-        __m512bh w[NR];
-        for (int r = 0; r < NR; ++r)
-          w[r] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(half[r], 4 * s), cs->tbl);
-#pragma GCC unroll 8
-        for (int m = 0; m < MR; ++m) {
-          const __m512bh xv = (__m512bh)_mm512_load_si512(xc + m * g.xs + 32 * (4 * h + s));
+        for (int s = 0; s < 4; ++s) {
+          __m512bh w[NR];
           for (int r = 0; r < NR; ++r)
-            part[m][r] = (h == 0 && s == 0) ? _mm512_dpbf16_ps(_mm512_setzero_ps(), xv, w[r])
-                                            : _mm512_dpbf16_ps(part[m][r], xv, w[r]);
+            w[r] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(half[r], 4 * s), cs->tbl);
+#pragma GCC unroll 8
+          for (int m = 0; m < MR; ++m) {
+            const __m512bh xv = (__m512bh)_mm512_load_si512(xc + m * g.xs + 32 * (4 * h + s));
+            for (int r = 0; r < NR; ++r)
+              part[m][r] = (h == 0 && s == 0) ? _mm512_dpbf16_ps(_mm512_setzero_ps(), xv, w[r])
+                                              : _mm512_dpbf16_ps(part[m][r], xv, w[r]);
+          }
         }
       }
-    }
     }
     for (int r = 0; r < NR; ++r) {
       const __m512 sc = decode_scales16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc0 + r * ss)), cs->st);
@@ -403,7 +403,7 @@ bool gemv_run(const MatmulArgs& a) {
   // piece j of row mi; the kernel below only ever sees bf16 rows.
   // M = 1 with a dtype in tuning_cpu.h gemv_m1_fma: the fp32 FMA dot, on the activations
   // converted exactly to fp32 (one "piece" for every dtype).
-  const bool fma = m == 1 && (tune.gemv_m1_fma & gemv_m1_fma_bit(a.dtype)) != 0;
+  const bool fma = gemv_fma_dot(m, a.dtype);
   const int P = fma ? 1 : gemv_avx512bf16_pieces(a.dtype);
   const std::int64_t mv = m * P;
   Ctx g{&a, nullptr, nullptr, k / kChunk, 0, 0, make_consts(), 0, tune.gemv_prefetch_l2 != 0};
@@ -421,7 +421,6 @@ bool gemv_run(const MatmulArgs& a) {
   auto xp = alloc64<std::uint16_t>(fma ? 1 : std::max<std::int64_t>(1, mv * g.xs));
   auto xf = alloc64<float>(fma ? std::max<std::int64_t>(1, mv * g.xs) : 1);
   std::vector<float> xt(static_cast<std::size_t>(std::max<std::int64_t>(1, mv * g.kt)));
-  std::vector<std::uint16_t> piece(static_cast<std::size_t>(P * k + 16), 0);  // zero past kx
   if (fma) {
     std::vector<float> row(static_cast<std::size_t>(k));
     for (std::int64_t mi = 0; mi < m; ++mi) {
@@ -429,14 +428,16 @@ bool gemv_run(const MatmulArgs& a) {
       permute_row_f32(row.data(), g.kp, xf.get() + mi * g.xs);
       for (std::int64_t kk = g.kp; kk < k; ++kk) xt[mi * g.kt + kk - g.kp] = row[kk];
     }
-  }
-  for (std::int64_t mi = 0; mi < m && !fma; ++mi) {
-    if (!split_row_bf16(a, mi, piece.data(), kSplitMinExpF32)) return false;
-    for (int j = 0; j < P; ++j) {
-      const std::int64_t v = mi * P + j;
-      const std::uint16_t* pj = piece.data() + j * k;
-      permute_row(pj, a.kx, g.kp, xp.get() + v * g.xs);
-      for (std::int64_t kk = g.kp; kk < k; ++kk) xt[v * g.kt + kk - g.kp] = kk < a.kx ? bf16_to_f32(pj[kk]) : 0.0f;
+  } else {
+    std::vector<std::uint16_t> piece(static_cast<std::size_t>(P * k + 16), 0);  // zero past kx
+    for (std::int64_t mi = 0; mi < m; ++mi) {
+      if (!split_row_bf16(a, mi, piece.data(), kSplitMinExpF32)) return false;
+      for (int j = 0; j < P; ++j) {
+        const std::int64_t v = mi * P + j;
+        const std::uint16_t* pj = piece.data() + j * k;
+        permute_row(pj, a.kx, g.kp, xp.get() + v * g.xs);
+        for (std::int64_t kk = g.kp; kk < k; ++kk) xt[v * g.kt + kk - g.kp] = kk < a.kx ? bf16_to_f32(pj[kk]) : 0.0f;
+      }
     }
   }
   g.xp = xp.get();

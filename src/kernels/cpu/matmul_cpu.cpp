@@ -106,7 +106,7 @@ CpuPath cpu_path_for(std::int64_t m, DType t) {
   if (m <= tune.gemv_max_m) {
     const std::uint32_t rows = t == DType::kF32 ? tune.gemv_split_f32_rows : tune.gemv_split_f16_rows;
     // M = 1 with the dtype in gemv_m1_fma takes the rows as they are (converted exactly to fp32).
-    const bool take = t == DType::kBF16 || (m == 1 && (tune.gemv_m1_fma & gemv_m1_fma_bit(t)) != 0) ||
+    const bool take = t == DType::kBF16 || gemv_fma_dot(m, t) ||
                       (m >= 1 && m <= 32 && ((rows >> (m - 1)) & 1u) != 0);
     return take && cpu_path_supported(CpuPath::kGemvAvx512Bf16, t) ? CpuPath::kGemvAvx512Bf16 : CpuPath::kGemv;
   }
@@ -129,11 +129,14 @@ std::string cpu_kernel_name(std::int64_t m, DType t) {
   if (p == CpuPath::kGemv || p == CpuPath::kGemmF32) s += std::string("_") + hwy_target_name();
   // "_sp3" / "_sp2": fp32 / fp16 rows split into 3 / 2 bf16 pieces (<= 26 characters: the
   // width of the bench table's kernel column).
-  if (p == CpuPath::kGemvAvx512Bf16 && m == 1 && (cpu_tuning().gemv_m1_fma & gemv_m1_fma_bit(t)) != 0)
-    return "gemv_nvfp4_avx512fma";
+  if (p == CpuPath::kGemvAvx512Bf16 && gemv_fma_dot(m, t)) return "gemv_nvfp4_avx512fma";
   if ((p == CpuPath::kGemvAvx512Bf16 || p == CpuPath::kGemvAmx) && t != DType::kBF16)
     s += "_sp" + std::to_string(gemv_avx512bf16_pieces(t));
   return s;
+}
+
+std::string cpu_repacked_kernel_name(std::int64_t m, DType t) {
+  return gemv_fma_dot(m, t) ? "gemv_nvfp4_avx512fma_presplit" : "gemv_nvfp4_avx512bf16_presplit";
 }
 
 // True if any y[m, n] is Inf or NaN (bit test per element). Measured: 2.3 us for 4096 bf16

@@ -41,6 +41,8 @@ void quantized_matmul_path(const MatrixView& x, const WeightView& w, const Matri
 CpuPath cpu_path_for(std::int64_t m, DType t);
 // Kernel name the way benchmarks report it, e.g. "gemv_nvfp4_hwy_AVX3_DL", "gemm_nvfp4_amx".
 std::string cpu_kernel_name(std::int64_t m, DType t);
+// The kernel cpu::quantized_matmul_repacked runs for M rows of dtype t (the pre-split GEMV).
+std::string cpu_repacked_kernel_name(std::int64_t m, DType t);
 
 // Highway targets compiled into the kernels and supported by this CPU (HWY_* bits), best first
 // is not guaranteed. Tests run each with hwy::SetSupportedTargetsForTest(target).

@@ -140,4 +140,10 @@ inline CpuTuning& cpu_tuning_mutable() {
 }
 inline const CpuTuning& cpu_tuning() { return cpu_tuning_mutable(); }
 
+// True when the AVX512 GEMV runs the FMA dot (gemv_m1_fma) for M rows of dtype t: the one place
+// the dispatcher, the kernel and the kernel names ask.
+inline bool gemv_fma_dot(std::int64_t m, DType t) {
+  return m == 1 && (cpu_tuning().gemv_m1_fma & gemv_m1_fma_bit(t)) != 0;
+}
+
 }  // namespace nvfp4::cpu

@@ -222,9 +222,9 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_nvfp4_wg_kernel(GemvArgs p, 
     if (tid < kRows) cp_async4(st + s_dst, s_src + kst * 4, s_ok);
   };
   // This warp's 16 rows x 4 raw E4M3 scales of stage `slot` -> bf16 |scale| * 2^119 or fp16
-  // |scale| * 2^7 (exact; NaN
-  // stays NaN), two per lane, into buffer b: row r holds blocks 0..3. Each warp converts only
-  // the scales it decodes, so a __syncwarp (not a block barrier) orders the two.
+  // |scale| * 2^7 (exact; NaN stays NaN), two per lane, into buffer b: row r holds blocks 0..3.
+  // Each warp converts only the scales it decodes, so a __syncwarp (not a block barrier) orders
+  // the two.
   const int wrow0 = (warp >> 2) * 64 + (warp & 3) * 16;
   auto convert = [&](int slot, int b) {
     const int r = lane >> 1, h = lane & 1;
