@@ -1346,22 +1346,26 @@ void run_wgemm(const CanonWeight& dw, const Tensor& x, Tensor& y, std::int64_t m
   cuda::quantized_matmul_wgemm(MatrixView{dx.p, x.dtype, m, cols, stride}, dw.view(), MatrixView{dy.p, y.dtype, m, dw.n, dw.n},
                                nullptr, tile, &name);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  ASSERT_EQ(name.rfind("gemm_nvfp4_sm90_wg_", 0), 0u) << name;
+  ASSERT_TRUE(name.rfind("gemm_nvfp4_sm90_wg_", 0) == 0 || name.rfind("gemm_nvfp4_sm90_ws_", 0) == 0) << name;
   dy.back(y.data());
 }
 
 std::string wg_tile_name(const cuda::WgemmTile* t) {
-  return t ? "bn" + std::to_string(t->bn) + "/ks" + std::to_string(t->k_split) : std::string("built-in");
+  return t ? std::string(t->ws ? "ws " : "") + "bn" + std::to_string(t->bn) + "/ks" + std::to_string(t->k_split)
+           : std::string("built-in");
 }
 
-// One-hot bf16 / fp16 rows recover dequantize_ref (bf16 / fp16) exactly for every block shape and
-// K split (the decode is exact and each output has one nonzero product); random bf16 rows match
-// the oracle for M = 17..200 and fp16 rows for M = 17 and 65 (partial activation and weight
-// blocks: N = 300, 1040); a second call and a graph replay give the same bits; padded strided
+// One-hot bf16 / fp16 rows recover dequantize_ref (bf16 / fp16) exactly for every block shape of
+// both kernels (wg, ws) and K split (the decode is exact and each output has one nonzero
+// product); random bf16 rows match the oracle for M = 17..200 (300 at bn 256: a second, partial
+// activation block) and fp16 rows for M = 17 and 65 (partial activation and weight blocks: N =
+// 300, 1040); a second call and a graph replay give the same bits (wg and ws); padded strided
 // rows go through the prepared copy.
 TEST(CudaWgemm, OneHotOracleEveryTileDeterministic) {
   REQUIRE_GPU();
-  const cuda::WgemmTile tiles[] = {{64, 1}, {128, 1}, {128, 3}, {64, 7}, {128, 64}};
+  // wg at bn 64; ws at bn 128 / 256, K splits 1..64 (tiles[2]: the padded rows; [3], [7]: graphs).
+  const cuda::WgemmTile tiles[] = {{64, 1},         {64, 64},       {128, 3, true}, {64, 7},
+                                   {128, 64, true}, {128, 1, true}, {256, 1, true}, {256, 3, true}};
   for (auto nk : {std::pair<std::int64_t, std::int64_t>{16, 64}, {48, 256}, {300, 4096}, {1040, 1024}}) {
     const std::int64_t n = nk.first, k = nk.second;
     const std::uint64_t seed = 9090 + n * 7 + k;
@@ -1374,15 +1378,18 @@ TEST(CudaWgemm, OneHotOracleEveryTileDeterministic) {
       dequantize_ref(qw.view(), MatrixView{deq.data(), dt, n, k, k});
       Tensor xo(dt, {rows, k});
       for (std::int64_t r = 0; r < rows; ++r) xo.set(r * k + (r * 131 + 7) % k, 1.0f);
-      for (const cuda::WgemmTile* t : {static_cast<const cuda::WgemmTile*>(nullptr), &tiles[0], &tiles[1], &tiles[2], &tiles[3], &tiles[4]}) {
+      std::vector<const cuda::WgemmTile*> ts{nullptr};
+      for (const cuda::WgemmTile& t : tiles) ts.push_back(&t);
+      for (const cuda::WgemmTile* t : ts) {
         const std::string what = std::string(dtype_name(dt)) + " " + wg_tile_name(t);
         Tensor y = nan_tensor(dt, rows, n);
         run_wgemm(dw, xo, y, rows, t);
         const int bad = one_hot_mismatches(
             y, rows, n, [&](std::int64_t r, std::int64_t j) { return deq.get(j * k + (r * 131 + 7) % k); }, what);
         ASSERT_EQ(bad, 0) << what;
-        for (const std::int64_t m : {17, 64, 65, 200}) {
-          if (dt == DType::kF16 && (m == 64 || m == 200)) continue;  // fp16: M = 17 (bn 64) and 65 (bn 128)
+        for (const std::int64_t m : {17, 64, 65, 200, 300}) {
+          if (dt == DType::kF16 && (m == 64 || m == 200 || m == 300)) continue;  // fp16: M = 17 and 65
+          if (m == 300 && !(t && t->bn == 256)) continue;  // two activation blocks of 256, the second partial
           Tensor x = random_x(dt, m, k, seed + m);
           Tensor yb = nan_tensor(dt, m, n);
           run_wgemm(dw, x, yb, m, t);
@@ -1408,13 +1415,19 @@ TEST(CudaWgemm, OneHotOracleEveryTileDeterministic) {
                                       [&](const MatrixView& xv, const MatrixView& yv, cudaStream_t st) {
                                         cuda::quantized_matmul_wgemm(xv, dw.view(), yv, st, &tiles[3]);
                                       });
+    expect_stream_and_graph_identical(qw, random_x(DType::kBF16, 48, k, seed + 6), "wgemm ws",
+                                      [&](const MatrixView& xv, const MatrixView& yv, cudaStream_t st) {
+                                        cuda::quantized_matmul_wgemm(xv, dw.view(), yv, st, &tiles[7]);
+                                      });
   }
   // A bad block shape, fp32 rows, K % 64 != 0 and a misaligned packed base are errors naming the call.
   const QuantizedWeight qw = random_weight(32, 128, 3);
   const CanonWeight dw(qw);
   const Tensor x = random_x(DType::kBF16, 20, 128, 3);
   Tensor y = nan_tensor(DType::kBF16, 20, 32);
-  for (const cuda::WgemmTile bad : {cuda::WgemmTile{96, 1}, cuda::WgemmTile{64, 0}, cuda::WgemmTile{128, 65}})
+  for (const cuda::WgemmTile bad : {cuda::WgemmTile{96, 1}, cuda::WgemmTile{64, 0}, cuda::WgemmTile{64, 65},
+                                    cuda::WgemmTile{128, 1}, cuda::WgemmTile{256, 1}, cuda::WgemmTile{64, 1, true},
+                                    cuda::WgemmTile{256, 65, true}})
     EXPECT_THROW(run_wgemm(dw, x, y, 20, &bad), Error);
   const Tensor xf = random_x(DType::kF32, 20, 128, 3);
   Tensor yf = nan_tensor(DType::kF32, 20, 32);
@@ -1447,7 +1460,10 @@ TEST(CudaWgemm, SmallRunsForTheSanitizers) {
   const CanonWeight dw(qw);
   for (const DType dt : {DType::kBF16, DType::kF16}) {
     const Tensor x = random_x(dt, m, k, seed + 1);
-    for (const cuda::WgemmTile t : {cuda::WgemmTile{64, 3}, cuda::WgemmTile{128, 1}}) {
+    // ws: K split 3 (6 stages, the ring does not wrap) and 1 (16 stages: both rings wrap, so the
+    // slots are refilled behind the consumers' releases).
+    for (const cuda::WgemmTile t : {cuda::WgemmTile{64, 3}, cuda::WgemmTile{64, 1}, cuda::WgemmTile{128, 3, true},
+                                    cuda::WgemmTile{128, 1, true}, cuda::WgemmTile{256, 1, true}}) {
       Tensor y = nan_tensor(dt, m, n);
       run_wgemm(dw, x, y, m, &t);
       Tensor xc = x;
@@ -1479,7 +1495,9 @@ TEST(CudaWgemm, PublicRoute) {
     std::string name;
     cuda::quantized_matmul_tile(MatrixView{dx.p, dt, m, k, k}, dw.view(), MatrixView{dy.p, dt, m, n, n}, nullptr, nullptr, &name);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_EQ(name.rfind("gemm_nvfp4_sm90_wg_", 0) == 0, want_wg) << dtype_name(dt) << " M=" << m << " K=" << k << " ran " << name;
+    // Up to 64 rows the wg kernel, above them the warp-specialized one (wgemm_pick_tile).
+    const char* want_name = m <= 64 ? "gemm_nvfp4_sm90_wg_" : "gemm_nvfp4_sm90_ws_";
+    EXPECT_EQ(name.rfind(want_name, 0) == 0, want_wg) << dtype_name(dt) << " M=" << m << " K=" << k << " ran " << name;
     dy.back(y.data());
     Tensor xc = x;
     check_against_oracle(MatrixView{xc.data(), dt, m, k, k}, qw, MatrixView{y.data(), dt, m, n, n},
@@ -1498,7 +1516,7 @@ TEST(CudaWgemm, NonFiniteActivationsPropagateLikeTheOracle) {
   const QuantizedWeight qw = random_weight(n, k, seed);
   const CanonWeight dw(qw);
   for (const DType dt : {DType::kBF16, DType::kF16})
-    for (const cuda::WgemmTile t : {cuda::WgemmTile{64, 1}, cuda::WgemmTile{128, 3}}) {
+    for (const cuda::WgemmTile t : {cuda::WgemmTile{64, 1}, cuda::WgemmTile{128, 3, true}, cuda::WgemmTile{256, 2, true}}) {
       const Tensor x = with_non_finite_rows(random_x(dt, m, k, seed + 1));
       Tensor y = nan_tensor(dt, m, n);
       run_wgemm(dw, x, y, m, &t);

@@ -1,17 +1,20 @@
-// kernels/cuda/gemm_nvfp4_sm90_wgmma.cu -- the wgmma GEMM ("wg") on the canonical checkpoint
-// layout, for batched decode and short prefills with bf16 or fp16 activations (M = 17..256) on Hopper.
+// kernels/cuda/gemm_nvfp4_sm90_wgmma.cu -- the wgmma GEMMs on the canonical checkpoint layout,
+// for batched decode and short prefills with bf16 or fp16 activations (M = 17..256) on Hopper:
+// "wg" (two warpgroups that both copy and compute, 64 activation rows per block; M <= 64) and
+// "ws" (warp-specialized: a producer warpgroup and two consumer warpgroups, 128 or 256 rows per
+// block; M > 64). Both share the decode, the descriptors and the wgmma wrappers below.
 //
 // Why: without FP4 tensor cores, prefill used to decode each weight into a dense bf16 panel
 // and run cuBLAS (gemm_nvfp4_cublas.h): 0.90x dense bf16, the panel's write and read costing
 // ~10% (docs/perf-cuda.md 17.3). Batched decode on repacked weights (the rg GEMM) runs mma.sync
 // at 200-270 TFLOP/s, latency-bound in its decode -> HMMA chains, slower than dense bf16 beyond
-// ~48 sequences (docs/perf-cuda.md 21). This kernel is the seeds' GEMM that decodes the packed
+// ~48 sequences (docs/perf-cuda.md 21). These kernels are the seeds' GEMM that decodes the packed
 // weight straight into the MMA fragments, built on Hopper's warpgroup MMA: one wgmma.m64nBNk16
 // per warpgroup and k16 step does 64 x BN x 16 MACs from 4 decoded registers per thread, so the
 // decode's cost per MAC falls by BN / 8 against the rg kernel's mma.sync.
 //
-// Design (per block: 2 warpgroups = 256 threads, 128 weight rows = output columns, BN activation
-// rows, K in stages of 64):
+// Common design (per block: 128 weight rows = output columns, BN activation rows, K in stages
+// of 64):
 //  * A = weights, from registers. Warp q of a warpgroup owns 16 rows; lane (g, t) holds, per k16
 //    step (= one E2M1 block of 16), the mma.m16n8k16-style fragment: rows g and g+8, k (2t, 2t+1)
 //    and (2t+8, 2t+9), which in the canonical layout are byte t of the block's two 4-byte words.
@@ -25,25 +28,23 @@
 //  * B = activations, from shared memory: BN rows x 64 k bf16 per stage, 128-byte rows with the
 //    128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)), which wgmma reads
 //    conflict-free; K-major, so no transpose.
-//  * A ring of stages in shared memory, filled by cp.async (no registers in flight): activations,
-//    the block's packed weights (128 rows x 32 bytes, row pitch 48: the lanes' reads of 8 rows
-//    hit distinct banks) and the raw scales in each row's padding. Each warp converts the 64
-//    scales of its rows once per stage into bf16 (not 4x per quad in the decode).
-//  * Per stage: one __syncthreads; each warpgroup issues its 4 wgmmas asynchronously, then
-//    decodes the next stage: at BN = 64 into a second register set while they run (wgmma reads
-//    its A registers until it completes); at BN = 128, whose accumulators leave room for one set
-//    in 128 registers, after they complete. Two blocks per SM, so the other warpgroups keep the
-//    tensor cores busy meanwhile.
-//  * Measured (H200, docs/perf-cuda.md 22): 1.1-3.4x the dense-panel path at M = 24..256, and
-//    ahead of the repacked mma.sync GEMM from 64 rows; 280-360 TFLOP/s at M >= 256, latency-bound
-//    (2-4 warps per scheduler, stalls on the per-stage barrier and the cp.async wait), so larger M
-//    keeps the panel path.
+//  * A ring of stages in shared memory: activations, the block's packed weights (128 rows x 32
+//    bytes, row pitch 48: the lanes' reads of 8 rows hit distinct banks) and the raw scales in
+//    each row's padding. Each warp converts the 64 scales of its rows once per stage into bf16
+//    (not 4x per quad in the decode).
+//  * Two A register sets per warpgroup: the decode of stage i + 1 runs while stage i's wgmmas do
+//    (wgmma reads its A registers until it completes).
 //  * K split over blocks (grid z) where the tiles alone do not fill the GPU: fp32 partials and
 //    finalize_k_split (gemv_sm90_device.cuh), summed in split order: deterministic.
+// wg: every thread copies with cp.async, one __syncthreads per stage, two blocks per SM
+// (docs/perf-cuda.md 22). ws: see its kernel (docs/perf-cuda.md 26).
 #include "kernels/cuda/gemm_nvfp4_sm90_wgmma.h"
 
 #include <algorithm>
 #include <string>
+
+#include <cuda.h>  // CUtensorMap (types only: the encode call goes through the runtime's driver entry point)
+#include <cudaTypedefs.h>
 
 #include "kernels/cuda/gemv_sm90_device.cuh"
 
@@ -61,13 +62,13 @@ constexpr int kPackedBytes = kRows * kPackedPitch;
 // Ring depth: two blocks per SM must fit (<= 113 KB each), so that one block's decode runs
 // while the other's wgmmas do (one block of 8 warps per SM issued an instruction every 2.8
 // cycles per scheduler, ncu, docs/perf-cuda.md 22).
-__host__ __device__ constexpr int wg_stages(int bn) { return bn == 64 ? 7 : 5; }
+constexpr int kWgStages = 7;  // at bn 64 (the wg kernel's one block shape)
 __host__ __device__ constexpr int wg_stage_bytes(int bn) {
   return (bn * 128 + kPackedBytes + 1023) / 1024 * 1024;  // activations stay 1024-aligned
 }
 constexpr int kScaleBufBytes = 2 * 16 * 8;  // per warp: 2 buffers x 16 rows x 4 blocks of bf16
 __host__ __device__ constexpr int wg_smem_bytes(int bn) {
-  return wg_stages(bn) * wg_stage_bytes(bn) + 8 * kScaleBufBytes + 1024;  // + slack for the 1024 alignment
+  return kWgStages * wg_stage_bytes(bn) + 8 * kScaleBufBytes + 1024;  // + slack for the 1024 alignment
 }
 
 // Shared memory matrix descriptor (PTX ISA, "Matrix Descriptor Format" of wgmma): start address
@@ -149,27 +150,40 @@ __device__ __forceinline__ void wgmma_n128(float (&d)[64], const std::uint32_t (
   else
     NVFP4_WG_N128("bf16.bf16");
 }
+#define NVFP4_WG_N256(TYPES)                                                                         \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"                                        \
+               "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPES " "                              \
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, {%128,%129,%130,%131}, %132, p, 1, 1, 0;\n}\n"                                   \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127]) \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate))
+template <bool F16>
+__device__ __forceinline__ void wgmma_n256(float (&d)[128], const std::uint32_t (&a)[4], std::uint64_t desc, int accumulate) {
+  if constexpr (F16)
+    NVFP4_WG_N256("f16.f16");
+  else
+    NVFP4_WG_N256("bf16.bf16");
+}
 #undef NVFP4_WG_N64
+#undef NVFP4_WG_N256
 #undef NVFP4_WG_N128
 
 template <int BN, bool F16>
 __device__ __forceinline__ void wgmma_bn(float (&d)[BN / 2], const std::uint32_t (&a)[4], std::uint64_t desc) {
   if constexpr (BN == 64)
     wgmma_n64<F16>(d, a, desc, 1);
-  else
+  else if constexpr (BN == 128)
     wgmma_n128<F16>(d, a, desc, 1);
+  else
+    wgmma_n256<F16>(d, a, desc, 1);
 }
 
 // Grid: x = activation block (fastest, so the blocks that share a row block's weights run
 // together and the later ones read them from L2), y = row block of 128 weight rows, z = K split.
 template <int BN, bool F16>
 __global__ void __launch_bounds__(kThreads, 2) gemm_nvfp4_wg_kernel(GemvArgs p, int k_split, float* ws) {
-  constexpr int kStage = wg_stage_bytes(BN), kStages = wg_stages(BN);
-  // Two A register sets (decode of stage i + 1 overlaps stage i's wgmmas in the same warpgroup)
-  // at BN = 64; at BN = 128 the accumulators leave room for one within 128 registers (two
-  // spilled), so the warpgroup waits for its wgmmas before decoding and the other warpgroups on
-  // the SM (two blocks) keep the tensor cores busy meanwhile.
-  constexpr bool kDoubleA = BN == 64;
+  static_assert(BN == 64, "the wg kernel runs bn 64; more rows take the ws kernel");
+  constexpr int kStage = wg_stage_bytes(BN), kStages = kWgStages;
+  // Two A register sets: the decode of stage i + 1 overlaps stage i's wgmmas in the same warpgroup.
   constexpr int kActPer = BN * 8 / kThreads;  // 16-byte activation chunks per thread and stage
   extern __shared__ __align__(1024) std::uint8_t wg_smem_raw[];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -294,7 +308,7 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_nvfp4_wg_kernel(GemvArgs p, 
     if (i + kStages - 2 < nst) issue(i + kStages - 2, (i + kStages - 2) % kStages);
     cp_async_commit();
     mma(i % kStages, acur);
-    wgmma_wait<kDoubleA ? 1 : 0>();  // one register set: this warpgroup's wgmmas must be done
+    wgmma_wait<1>();
     if (i + 1 < nst) {
       convert((i + 1) % kStages, (i + 1) & 1);
       __syncwarp();
@@ -303,8 +317,8 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_nvfp4_wg_kernel(GemvArgs p, 
   };
 #pragma unroll 1
   for (int i = 0; i < nst; i += 2) {
-    body(i, a0, kDoubleA ? a1 : a0);
-    if (i + 1 < nst) body(i + 1, kDoubleA ? a1 : a0, a0);
+    body(i, a0, a1);
+    if (i + 1 < nst) body(i + 1, a1, a0);
   }
   wgmma_wait<0>();
   cp_async_wait<0>();
@@ -335,29 +349,302 @@ cudaError_t launch_wg(const GemvArgs& a, const WgemmTile& t, void* workspace, cu
                              wg_smem_bytes(BN), a, t.k_split, workspace, stream);
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// The warp-specialized variant ("ws"): one producer warpgroup fills the ring with cp.async and
+// signals a per-slot "full" mbarrier (cp.async.mbarrier.arrive.noinc: the arrival fires when the
+// thread's copies have landed); two consumer warpgroups wait on it, decode and issue wgmmas, and
+// release the slot through its "empty" mbarrier once their wgmmas on it are complete. No
+// block-wide barrier in the loop, both consumer warpgroups keep two A register sets (the decode
+// of stage i + 1 runs while stage i's wgmmas do), and BN = 256 (twice the MACs per decoded
+// register) takes the 232 registers per consumer thread that setmaxnreg moves from the producer.
+constexpr int kWsThreads = 384;  // producer warpgroup + 2 consumer warpgroups
+__host__ __device__ constexpr int ws_stages(int bn) { return bn == 256 ? 5 : 9; }
+__host__ __device__ constexpr int ws_smem_bytes(int bn) {
+  return ws_stages(bn) * wg_stage_bytes(bn) + 8 * kScaleBufBytes + 2 * ws_stages(bn) * 8 + 1024;
+}
+
+__device__ __forceinline__ void mbar_init(std::uint32_t a, std::uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(a), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(std::uint32_t a) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}" ::"r"(a) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(std::uint32_t a, std::uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred p;\nWAIT:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra WAIT;\n}" ::"r"(a),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(std::uint32_t a, std::uint32_t bytes) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}" ::"r"(a), "r"(bytes)
+               : "memory");
+}
+// The tensor-map copy (TMA) of box {64 k, BN rows} at (k0, row0) into `dst`, completing `bytes`
+// on the mbarrier. Rows past the tensor's end arrive as zeros (and still count).
+__device__ __forceinline__ void tma_load_2d(std::uint32_t dst, const CUtensorMap* map, int k0, int row0, std::uint32_t mbar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(k0), "r"(row0), "r"(mbar)
+      : "memory");
+}
+// The arrival fires when all of this thread's earlier cp.async copies have completed; .noinc: the
+// barrier's expected count already includes it.
+__device__ __forceinline__ void cp_async_mbar_arrive(std::uint32_t a) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(a) : "memory");
+}
+
+template <int BN, bool F16>
+__global__ void __launch_bounds__(kWsThreads, 1)
+    gemm_nvfp4_ws_kernel(GemvArgs p, int k_split, float* ws, const __grid_constant__ CUtensorMap act_map) {
+  constexpr int kStage = wg_stage_bytes(BN), kStages = ws_stages(BN);
+  extern __shared__ __align__(1024) std::uint8_t wg_smem_raw[];
+  const int tid = threadIdx.x, lane = tid & 31;
+  const std::uint32_t raw_addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(wg_smem_raw));
+  const std::uint32_t base = (raw_addr + 1023u) & ~1023u;
+  std::uint8_t* const smem = wg_smem_raw + (base - raw_addr);
+  const std::uint32_t full0 = base + kStages * kStage, empty0 = full0 + 8 * kStages;
+
+  const int stages = static_cast<int>(p.k / kStageK);
+  const int per = (stages + k_split - 1) / k_split;
+  const int s_beg = min(stages, static_cast<int>(blockIdx.z) * per);
+  const int nst = min(stages, s_beg + per) - s_beg;
+  const std::int64_t n0 = static_cast<std::int64_t>(blockIdx.y) * kRows;
+  const int m0 = static_cast<int>(blockIdx.x) * BN;
+
+  if (tid == 0)
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full0 + 8 * s, 129);  // the producer warpgroup's 128 cp.async arrivals + the TMA's expect_tx
+      mbar_init(empty0 + 8 * s, 256);  // every consumer thread
+    }
+  __syncthreads();
+  pdl_launch_dependents();
+  pdl_wait();
+
+  if (tid < 128) {
+    // Producer. Per stage: the activation tile by one tensor-map copy (thread 0; the 128-byte
+    // swizzle of the map is the one the wgmma descriptor reads), the 128 weight rows' 256 chunks
+    // (2 per thread) and 128 scale words (1) by cp.async. Why TMA for the activations: with 16
+    // cp.async per thread and stage, each with its own address arithmetic, the producer warps
+    // were the bottleneck at BN = 256 (ncu: consumers waited on the full barrier, the producer's
+    // copies stalled on their address registers; docs/perf-cuda.md 26).
+    if constexpr (BN == 256) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    const int pr = tid >> 1;
+    const bool w_ok0 = n0 + pr < p.n, w_ok1 = n0 + 64 + pr < p.n;
+    const std::uint8_t* const w_src0 = p.packed + (w_ok0 ? n0 + pr : 0) * (p.k / 2) + (tid & 1) * 16;
+    const std::uint8_t* const w_src1 = p.packed + (w_ok1 ? n0 + 64 + pr : 0) * (p.k / 2) + (tid & 1) * 16;
+    const std::uint32_t w_dst = BN * 128 + pr * kPackedPitch + (tid & 1) * 16;
+    const bool s_ok = n0 + tid < p.n;
+    const std::uint8_t* const s_src = p.scales + (s_ok ? n0 + tid : 0) * (p.k / 16);
+    const std::uint32_t s_dst = BN * 128 + tid * kPackedPitch + 32;
+    int slot = 0;
+    std::uint32_t phase = 0;
+#pragma unroll 1
+    for (int i = 0; i < nst; ++i) {
+      if (i >= kStages) mbar_wait(empty0 + 8 * slot, phase ^ 1);
+      const std::int64_t kst = s_beg + i;
+      const std::uint32_t st = base + slot * kStage;
+      if (tid == 0) {
+        mbar_arrive_expect_tx(full0 + 8 * slot, BN * 128);
+        tma_load_2d(st, &act_map, static_cast<int>(kst * kStageK), m0, full0 + 8 * slot);
+      }
+      cp_async16(st + w_dst, w_src0 + kst * 32, w_ok0);
+      cp_async16(st + w_dst + 64 * kPackedPitch, w_src1 + kst * 32, w_ok1);
+      cp_async4(st + s_dst, s_src + kst * 4, s_ok);
+      cp_async_mbar_arrive(full0 + 8 * slot);
+      if (++slot == kStages) {
+        slot = 0;
+        phase ^= 1;
+      }
+    }
+    cp_async_wait<0>();
+    return;
+  }
+
+  // Consumers: warp cw (0..7) owns weight rows 16 cw .. 16 cw + 15 of the block's 128.
+  if constexpr (BN == 256) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+  const int cw = (tid - 128) >> 5, g = lane >> 2, t = lane & 3;
+  std::uint8_t* const sbuf = smem + kStages * kStage + 2 * kStages * 8 + cw * kScaleBufBytes;
+  const int wrow0 = cw * 16;
+  auto convert = [&](int slot, int b) {
+    const int r = lane >> 1, h = lane & 1;
+    const std::uint32_t raw =
+        *reinterpret_cast<const std::uint16_t*>(smem + slot * kStage + BN * 128 + (wrow0 + r) * kPackedPitch + 32 + h * 2);
+    std::uint32_t lo, hi;
+    scale_pairs<F16>(raw, &lo, &hi);
+    *reinterpret_cast<std::uint32_t*>(sbuf + b * 128 + r * 8 + h * 4) = prmt(lo, hi, 0x5410);
+  };
+  const int wr = wrow0 + g;
+  const std::uint32_t sel = 0x4440u | static_cast<std::uint32_t>(t);
+  // A stage's packed words of rows wr and wr + 8 (k16 step s: words s of the 8-byte reads), read
+  // into registers ahead of the decode, so that their shared-memory latency overlaps the wait for
+  // the previous stage's wgmmas (ncu: the decode's first PRMTs waited on these loads).
+  struct Raw {
+    uint2 g[4], h[4];
+  };
+  auto load_raw = [&](int slot, Raw& q) {
+    const std::uint8_t* sp = smem + slot * kStage + BN * 128;
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      q.g[s] = *reinterpret_cast<const uint2*>(sp + wr * kPackedPitch + 8 * s);
+      q.h[s] = *reinterpret_cast<const uint2*>(sp + (wr + 8) * kPackedPitch + 8 * s);
+    }
+  };
+  auto decode = [&](const Raw& q, int b, std::uint32_t (&a)[4][4]) {
+    const uint2 sg = *reinterpret_cast<const uint2*>(sbuf + b * 128 + g * 8);
+    const uint2 sh = *reinterpret_cast<const uint2*>(sbuf + b * 128 + (g + 8) * 8);
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      const std::uint32_t sgw = (s >> 1) ? sg.y : sg.x, shw = (s >> 1) ? sh.y : sh.x;
+      const std::uint32_t scg = (s & 1) ? bcast_hi(sgw) : bcast_lo(sgw);
+      const std::uint32_t sch = (s & 1) ? bcast_hi(shw) : bcast_lo(shw);
+      a[s][0] = mul2<F16>(decode_byte<F16>(q.g[s].x, sel), scg);
+      a[s][1] = mul2<F16>(decode_byte<F16>(q.h[s].x, sel), sch);
+      a[s][2] = mul2<F16>(decode_byte<F16>(q.g[s].y, sel), scg);
+      a[s][3] = mul2<F16>(decode_byte<F16>(q.h[s].y, sel), sch);
+    }
+  };
+  float acc[BN / 2];
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+
+  // Stage i sits in slot i % kStages; its fill is phase (i / kStages) & 1 of the slot's barriers.
+  // Both are tracked incrementally (a division by the ring depth per stage cost ~10 uniform
+  // instructions).
+  int slot = 0, prev = 0, prev_of_prev = 0;
+  std::uint32_t phase = 0;
+  // No proxy fence: the activations arrive through the async proxy (TMA) that wgmma reads with,
+  // and the weights and scales are read with ordinary loads.
+  auto ready = [&]() { mbar_wait(full0 + 8 * slot, phase); };
+  std::uint32_t a0[4][4], a1[4][4];
+  Raw raw;
+  if (nst > 0) {
+    ready();
+    load_raw(0, raw);
+    convert(0, 0);
+    __syncwarp();
+    decode(raw, 0, a0);
+  }
+  // Stage i: issue its wgmmas; wait for stage i + 1's data and read its packed words and scales
+  // (no A register is written yet); wait for stage i - 1's wgmmas (the other A set), release that
+  // slot, and decode stage i + 1 into it while stage i's wgmmas run.
+  auto body = [&](int i, const std::uint32_t (&acur)[4][4], std::uint32_t (&anext)[4][4]) {
+    // k16 step s starts 32 bytes further into the swizzled 128-byte rows: + 2 in the descriptor's
+    // address field (address >> 4; the tile is 1024-aligned, so no carry out of the field).
+    const std::uint64_t desc = sw128_desc(base + slot * kStage);
+    wgmma_fence();
+#pragma unroll
+    for (int s = 0; s < 4; ++s) wgmma_bn<BN, F16>(acc, acur[s], desc + 2 * s);
+    wgmma_commit();
+    prev = slot;
+    if (++slot == kStages) {
+      slot = 0;
+      phase ^= 1;
+    }
+    const bool more = i + 1 < nst;
+    if (more) {
+      ready();
+      load_raw(slot, raw);
+      convert(slot, (i + 1) & 1);
+    }
+    wgmma_wait<1>();
+    // Every consumer thread releases its own reads of stage i - 1 (an mbarrier arrive orders only
+    // the arriving thread's accesses; one lane per warp made racecheck flag the refill).
+    if (i > 0) mbar_arrive(empty0 + 8 * prev_of_prev);
+    prev_of_prev = prev;
+    if (more) {
+      __syncwarp();
+      decode(raw, (i + 1) & 1, anext);
+    }
+  };
+#pragma unroll 1
+  for (int i = 0; i < nst; i += 2) {
+    body(i, a0, a1);
+    if (i + 1 < nst) body(i + 1, a1, a0);
+  }
+  wgmma_wait<0>();
+
+  const DType yt = static_cast<DType>(p.y_dtype);
+  const float out_scale = 128.0f * p.tensor_scale;  // 2^7: the decode's exponent offset
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const std::int64_t n = n0 + wr + 8 * (c >> 1);
+      const int m = m0 + 8 * j + 2 * t + (c & 1);
+      if (n >= p.n || m >= p.m_rows) continue;
+      if (k_split == 1)
+        store_from_f32(p.y, yt, m * p.y_stride + n, acc[4 * j + c] * out_scale);
+      else
+        ws[(static_cast<std::size_t>(blockIdx.z) * p.m_rows + m) * p.n + n] = acc[4 * j + c];
+    }
+}
+
+// The activation rows as a 2D tensor map: {K elements, M rows}, row pitch a_stride * 2 bytes
+// (a multiple of 16, as the API and the kernels require), box {64, BN}, 128-byte swizzle.
+// cuTensorMapEncodeTiled is a driver API call, reached through the runtime so that nothing links
+// libcuda directly; it only encodes the 128-byte descriptor on the host.
+cudaError_t encode_act_map(const GemvArgs& a, int bn, CUtensorMap* map) {
+  static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      fn = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  if (!encode) return cudaErrorNotSupported;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(a.k), static_cast<cuuint64_t>(a.m_rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(a.a_stride) * 2};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(kStageK), static_cast<cuuint32_t>(bn)};
+  const cuuint32_t elem[2] = {1, 1};
+  const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, const_cast<void*>(a.a), dims, strides, box, elem,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+template <int BN, bool F16>
+cudaError_t launch_ws(const GemvArgs& a, const WgemmTile& t, void* workspace, cudaStream_t stream) {
+  const void* fn = reinterpret_cast<const void*>(gemm_nvfp4_ws_kernel<BN, F16>);
+  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, ws_smem_bytes(BN));
+  if (e != cudaSuccess) return e;
+  alignas(64) CUtensorMap map;
+  if ((e = encode_act_map(a, BN, &map)) != cudaSuccess) return e;
+  const dim3 grid(static_cast<unsigned>((a.m_rows + BN - 1) / BN), static_cast<unsigned>((a.n + kRows - 1) / kRows),
+                  static_cast<unsigned>(t.k_split));
+  GemvArgs args = a;
+  int ks = t.k_split;
+  float* ws = static_cast<float*>(workspace);
+  void* kargs[] = {&args, &ks, &ws, &map};
+  e = launch_pdl(fn, grid, dim3(kWsThreads), ws_smem_bytes(BN), a.pdl, stream, kargs);
+  if (e != cudaSuccess || ks == 1) return e;
+  return launch_finalize_k_split(a, ks, ws, stream);
+}
 }  // namespace
 
-bool wgemm_tile_valid(const WgemmTile& t) { return (t.bn == 64 || t.bn == 128) && t.k_split >= 1 && t.k_split <= 64; }
+bool wgemm_tile_valid(const WgemmTile& t) {
+  return (t.ws ? (t.bn == 128 || t.bn == 256) : t.bn == 64) && t.k_split >= 1 && t.k_split <= 64;
+}
 
 bool wgemm_supported(const std::uint8_t* packed, const std::uint8_t* scales, std::int64_t n, std::int64_t k) {
   return n > 0 && k > 0 && k % kStageK == 0 && reinterpret_cast<std::uintptr_t>(packed) % 16 == 0 &&
          reinterpret_cast<std::uintptr_t>(scales) % 4 == 0 && n <= std::int64_t{65535} * kRows;
 }
 
-// Measured on H200 (docs/perf-cuda.md 22; bench/results/cuda-2026-12-01-h200-wgemm-sweep-*.json,
-// both block shapes x K splits 1-8 at M = 64..1024): 64 activation rows per block up to M = 64,
-// else 128; the largest power-of-two K split (>= 8 stages = 512 k each) that keeps the grid
-// within one block per SM at bn 64, two at bn 128. Two for both was within 0-4% of the sweep's
-// best at 4 of 5 shapes and 9% at 256 x 4096 x 4096 (K split 2: 32.97 against 30.17 us at 4);
-// one at bn 64 (docs/perf-cuda.md 25.1-25.2): 64 x 4096^2 13.8 against 14.3 us, 64 x 14336 x 4096
-// 38.1 against 40.1, 64 x 4096 x 14336 35.2 against 34.7; Llama-3-8B decode at B = 64 5.21
-// against 5.39 ms per step. At bn 128 one per SM would cost 256 x 4096^2 9%.
+// Measured on H200 (graph us, the best K split of each; docs/perf-cuda.md 22, 25 and 26,
+// bench/results/*ws-sweep*): up to 64 rows the wg kernel at bn 64 (64 x 4096^2 13.7 against ws
+// 15.9, 64 x 14336 x 4096 38.1 against 46.1); above, the ws kernel at bn 128 up to 128 rows
+// (80 / 96 / 128 x 4096^2 16.2 / 16.3 / 17.7 against wg 17.8-19.2) and bn 256 beyond (256 x
+// 14336 x 4096 59.2 against wg 80.8; 256 x 4096 x 14336 52.4 against 79.3). K split: the largest
+// power of two (>= 8 stages = 512 k each) that keeps the grid within one block per SM; at bn 64
+// that took Llama-3-8B decode at B = 64 from 5.39 to 5.21 ms per step (docs/perf-cuda.md 25.2).
 WgemmTile wgemm_pick_tile(int sms, std::int64_t n, std::int64_t k, std::int64_t m) {
   WgemmTile t;
-  t.bn = m <= 64 ? 64 : 128;
+  t.ws = m > 64;
+  t.bn = t.ws ? (m <= 128 ? 128 : 256) : 64;
   const std::int64_t blocks = ((n + kRows - 1) / kRows) * ((m + t.bn - 1) / t.bn);
-  const std::int64_t per_sm = t.bn == 64 ? 1 : 2;
-  const std::int64_t need = std::max<std::int64_t>(1, per_sm * std::max(sms, 1) / blocks);
+  const std::int64_t need = std::max<std::int64_t>(1, std::max(sms, 1) / blocks);  // one block per SM
   const std::int64_t stages = k / kStageK;
   std::int64_t ks = 1;
   while (ks * 2 <= need && ks * 2 * 8 <= stages && ks < 64) ks *= 2;
@@ -370,12 +657,15 @@ std::size_t wgemm_workspace_bytes(const GemvArgs& a, const WgemmTile& t) {
 }
 
 cudaError_t gemm_nvfp4_sm90_wgmma(const GemvArgs& a, const WgemmTile& t, void* workspace, cudaStream_t stream) {
-  if (a.a_f16) return t.bn == 64 ? launch_wg<64, true>(a, t, workspace, stream) : launch_wg<128, true>(a, t, workspace, stream);
-  return t.bn == 64 ? launch_wg<64, false>(a, t, workspace, stream) : launch_wg<128, false>(a, t, workspace, stream);
+  if (t.ws) {
+    if (a.a_f16) return t.bn == 128 ? launch_ws<128, true>(a, t, workspace, stream) : launch_ws<256, true>(a, t, workspace, stream);
+    return t.bn == 128 ? launch_ws<128, false>(a, t, workspace, stream) : launch_ws<256, false>(a, t, workspace, stream);
+  }
+  return a.a_f16 ? launch_wg<64, true>(a, t, workspace, stream) : launch_wg<64, false>(a, t, workspace, stream);
 }
 
 std::string gemm_nvfp4_sm90_wgmma_name(const WgemmTile& t) {
-  return "gemm_nvfp4_sm90_wg_r" + std::to_string(kRows) + "_m" + std::to_string(t.bn);
+  return std::string(t.ws ? "gemm_nvfp4_sm90_ws_r" : "gemm_nvfp4_sm90_wg_r") + std::to_string(kRows) + "_m" + std::to_string(t.bn);
 }
 
 }  // namespace nvfp4::cuda
