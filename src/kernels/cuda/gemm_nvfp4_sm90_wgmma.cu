@@ -351,13 +351,16 @@ cudaError_t launch_wg(const GemvArgs& a, const WgemmTile& t, void* workspace, cu
 
 
 // ---------------------------------------------------------------------------------------------
-// The warp-specialized variant ("ws"): one producer warpgroup fills the ring with cp.async and
-// signals a per-slot "full" mbarrier (cp.async.mbarrier.arrive.noinc: the arrival fires when the
-// thread's copies have landed); two consumer warpgroups wait on it, decode and issue wgmmas, and
-// release the slot through its "empty" mbarrier once their wgmmas on it are complete. No
+// The warp-specialized variant ("ws", docs/perf-cuda.md 26): one producer warpgroup fills the
+// ring (the activation tile by one TMA copy, weights and scales by cp.async) and signals a
+// per-slot "full" mbarrier (expect_tx for the TMA bytes; cp.async.mbarrier.arrive.noinc fires when
+// a thread's copies have landed); two consumer warpgroups wait on it, decode and issue wgmmas,
+// and release the slot through its "empty" mbarrier once their wgmmas on it are complete. No
 // block-wide barrier in the loop, both consumer warpgroups keep two A register sets (the decode
 // of stage i + 1 runs while stage i's wgmmas do), and BN = 256 (twice the MACs per decoded
 // register) takes the 232 registers per consumer thread that setmaxnreg moves from the producer.
+// Measured on H200: 7-33% faster than wg from 96 to 256 rows; Llama-3-8B decode at B = 128 7.12
+// -> 5.83 ms per step (0.72x -> 0.88x cuBLAS bf16).
 constexpr int kWsThreads = 384;  // producer warpgroup + 2 consumer warpgroups
 __host__ __device__ constexpr int ws_stages(int bn) { return bn == 256 ? 5 : 9; }
 __host__ __device__ constexpr int ws_smem_bytes(int bn) {
@@ -635,8 +638,8 @@ bool wgemm_supported(const std::uint8_t* packed, const std::uint8_t* scales, std
 // Measured on H200 (graph us, the best K split of each; docs/perf-cuda.md 22, 25 and 26,
 // bench/results/*ws-sweep*): up to 64 rows the wg kernel at bn 64 (64 x 4096^2 13.7 against ws
 // 15.9, 64 x 14336 x 4096 38.1 against 46.1); above, the ws kernel at bn 128 up to 128 rows
-// (80 / 96 / 128 x 4096^2 16.2 / 16.3 / 17.7 against wg 17.8-19.2) and bn 256 beyond (256 x
-// 14336 x 4096 59.2 against wg 80.8; 256 x 4096 x 14336 52.4 against 79.3). K split: the largest
+// (96 / 128 x 4096^2 16.3 / 17.7 against wg 17.8 / 19.2) and bn 256 beyond (256 x 14336 x 4096
+// 59.4 against wg 80.8; 256 x 4096 x 14336 52.8 against 79.3). K split: the largest
 // power of two (>= 8 stages = 512 k each) that keeps the grid within one block per SM; at bn 64
 // that took Llama-3-8B decode at B = 64 from 5.39 to 5.21 ms per step (docs/perf-cuda.md 25.2).
 WgemmTile wgemm_pick_tile(int sms, std::int64_t n, std::int64_t k, std::int64_t m) {
