@@ -136,45 +136,122 @@ __device__ __forceinline__ std::uint32_t decode_byte(std::uint32_t q, std::uint3
                "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"                                   \
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])                                                                                \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate))
-template <bool F16>
-__device__ __forceinline__ void wgmma_n64(float (&d)[32], const std::uint32_t (&a)[4], std::uint64_t desc, int accumulate) {
-  if constexpr (F16)
-    NVFP4_WG_N64("f16.f16");
-  else
-    NVFP4_WG_N64("bf16.bf16");
-}
-template <bool F16>
-__device__ __forceinline__ void wgmma_n128(float (&d)[64], const std::uint32_t (&a)[4], std::uint64_t desc, int accumulate) {
-  if constexpr (F16)
-    NVFP4_WG_N128("f16.f16");
-  else
-    NVFP4_WG_N128("bf16.bf16");
-}
 #define NVFP4_WG_N256(TYPES)                                                                         \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"                                        \
                "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPES " "                              \
                "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, {%128,%129,%130,%131}, %132, p, 1, 1, 0;\n}\n"                                   \
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127]) \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate))
-template <bool F16>
-__device__ __forceinline__ void wgmma_n256(float (&d)[128], const std::uint32_t (&a)[4], std::uint64_t desc, int accumulate) {
-  if constexpr (F16)
-    NVFP4_WG_N256("f16.f16");
-  else
-    NVFP4_WG_N256("bf16.bf16");
+// D += A B for one k16 step at N = BN (the accumulate predicate is always on: the kernels zero D).
+template <int BN, bool F16>
+__device__ __forceinline__ void wgmma_bn(float (&d)[BN / 2], const std::uint32_t (&a)[4], std::uint64_t desc) {
+  constexpr int accumulate = 1;
+  if constexpr (BN == 64) {
+    if constexpr (F16) NVFP4_WG_N64("f16.f16"); else NVFP4_WG_N64("bf16.bf16");
+  } else if constexpr (BN == 128) {
+    if constexpr (F16) NVFP4_WG_N128("f16.f16"); else NVFP4_WG_N128("bf16.bf16");
+  } else {
+    if constexpr (F16) NVFP4_WG_N256("f16.f16"); else NVFP4_WG_N256("bf16.bf16");
+  }
 }
 #undef NVFP4_WG_N64
 #undef NVFP4_WG_N256
 #undef NVFP4_WG_N128
 
-template <int BN, bool F16>
-__device__ __forceinline__ void wgmma_bn(float (&d)[BN / 2], const std::uint32_t (&a)[4], std::uint64_t desc) {
-  if constexpr (BN == 64)
-    wgmma_n64<F16>(d, a, desc, 1);
-  else if constexpr (BN == 128)
-    wgmma_n128<F16>(d, a, desc, 1);
-  else
-    wgmma_n256<F16>(d, a, desc, 1);
+// The dynamic shared memory, 1024-byte aligned (the 128-byte swizzle is a function of the address
+// bits; the launches add 1024 bytes of slack), and its shared-window address.
+__device__ __forceinline__ std::uint8_t* aligned_smem(std::uint8_t* raw, std::uint32_t* base) {
+  const std::uint32_t raw_addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(raw));
+  *base = (raw_addr + 1023u) & ~1023u;
+  return raw + (*base - raw_addr);
+}
+
+// This block's tile: weight rows n0.., activation rows m0.., and its share of the K split, stages
+// [s_beg, s_beg + nst) of 64 k (empty for the splits past the end).
+struct BlockTile {
+  std::int64_t n0;
+  int m0, s_beg, nst;
+};
+template <int BN>
+__device__ __forceinline__ BlockTile block_tile(const GemvArgs& p, int k_split) {
+  const int stages = static_cast<int>(p.k / kStageK);
+  const int per = (stages + k_split - 1) / k_split;
+  BlockTile b;
+  b.s_beg = min(stages, static_cast<int>(blockIdx.z) * per);
+  b.nst = min(stages, b.s_beg + per) - b.s_beg;
+  b.n0 = static_cast<std::int64_t>(blockIdx.y) * kRows;
+  b.m0 = static_cast<int>(blockIdx.x) * BN;
+  return b;
+}
+
+// A warp's share of one stage in the ring (both kernels): `stage_w` is the stage's weight block,
+// whose row r holds 32 packed bytes at 48 r and its 4 raw E4M3 scales at 48 r + 32.
+//
+// This warp's 16 rows x 4 raw scales -> bf16 |scale| * 2^119 or fp16 |scale| * 2^7 (exact; NaN
+// stays NaN), two per lane, into `buf`: row r holds blocks 0..3. Each warp converts only the
+// scales it decodes, so a __syncwarp (not a block barrier) orders the conversion and the decode.
+template <bool F16>
+__device__ __forceinline__ void convert_stage_scales(const std::uint8_t* stage_w, int wrow0, int lane, std::uint8_t* buf) {
+  const int r = lane >> 1, h = lane & 1;
+  const std::uint32_t raw = *reinterpret_cast<const std::uint16_t*>(stage_w + (wrow0 + r) * kPackedPitch + 32 + h * 2);
+  std::uint32_t lo, hi;
+  scale_pairs<F16>(raw, &lo, &hi);
+  *reinterpret_cast<std::uint32_t*>(buf + r * 8 + h * 4) = prmt(lo, hi, 0x5410);
+}
+
+// The packed words of rows wr and wr + 8 for the stage's 4 k16 steps: 8-byte reads per step
+// (not 16 per two: fewer live registers); rows g = 0..7 at pitch 48 hit distinct banks.
+struct StageWords {
+  uint2 g[4], h[4];
+};
+__device__ __forceinline__ void load_stage_words(const std::uint8_t* stage_w, int wr, StageWords& q) {
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    q.g[s] = *reinterpret_cast<const uint2*>(stage_w + wr * kPackedPitch + 8 * s);
+    q.h[s] = *reinterpret_cast<const uint2*>(stage_w + (wr + 8) * kPackedPitch + 8 * s);
+  }
+}
+
+// The words -> the 4 k16 steps' A fragments (step s = E2M1 block s of the stage), scaled by the
+// converted scales of rows g and g + 8 in `buf`.
+template <bool F16>
+__device__ __forceinline__ void decode_stage(const StageWords& q, const std::uint8_t* buf, int g, std::uint32_t sel,
+                                             std::uint32_t (&a)[4][4]) {
+  const uint2 sg = *reinterpret_cast<const uint2*>(buf + g * 8);
+  const uint2 sh = *reinterpret_cast<const uint2*>(buf + (g + 8) * 8);
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    const std::uint32_t sgw = (s >> 1) ? sg.y : sg.x, shw = (s >> 1) ? sh.y : sh.x;
+    const std::uint32_t scg = (s & 1) ? bcast_hi(sgw) : bcast_lo(sgw);
+    const std::uint32_t sch = (s & 1) ? bcast_hi(shw) : bcast_lo(shw);
+    a[s][0] = mul2<F16>(decode_byte<F16>(q.g[s].x, sel), scg);
+    a[s][1] = mul2<F16>(decode_byte<F16>(q.h[s].x, sel), sch);
+    a[s][2] = mul2<F16>(decode_byte<F16>(q.g[s].y, sel), scg);
+    a[s][3] = mul2<F16>(decode_byte<F16>(q.h[s].y, sel), sch);
+  }
+}
+
+// Accumulator (j, c) of lane (g, t) in a warp whose rows start at wr - g: weight row wr + 8 (c >>
+// 1), activation row m0 + 8 j + 2 t + (c & 1) (the wgmma D fragment layout) -> the output (times
+// 2^7, the decode's exponent offset, and the tensor scale) or, with a K split, this split's fp32
+// partial.
+template <int BN>
+__device__ __forceinline__ void store_accumulators(const float (&acc)[BN / 2], const GemvArgs& p, int k_split, float* ws,
+                                                   std::int64_t n0, int wr, int m0, int t) {
+  const DType yt = static_cast<DType>(p.y_dtype);
+  const float out_scale = 128.0f * p.tensor_scale;
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const std::int64_t n = n0 + wr + 8 * (c >> 1);
+      const int m = m0 + 8 * j + 2 * t + (c & 1);
+      if (n >= p.n || m >= p.m_rows) continue;
+      if (k_split == 1)
+        store_from_f32(p.y, yt, m * p.y_stride + n, acc[4 * j + c] * out_scale);
+      else
+        ws[(static_cast<std::size_t>(blockIdx.z) * p.m_rows + m) * p.n + n] = acc[4 * j + c];
+    }
 }
 
 // Grid: x = activation block (fastest, so the blocks that share a row block's weights run
@@ -188,18 +265,12 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_nvfp4_wg_kernel(GemvArgs p, 
   extern __shared__ __align__(1024) std::uint8_t wg_smem_raw[];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
-  // The 128-byte swizzle needs 1024-byte aligned tiles: the launch adds 1024 bytes of slack.
-  const std::uint32_t raw_addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(wg_smem_raw));
-  const std::uint32_t base = (raw_addr + 1023u) & ~1023u;
-  std::uint8_t* const smem = wg_smem_raw + (base - raw_addr);
+  std::uint32_t base;
+  std::uint8_t* const smem = aligned_smem(wg_smem_raw, &base);
   std::uint8_t* const sbuf = smem + kStages * kStage + warp * kScaleBufBytes;  // this warp's converted scales
-
-  const int stages = static_cast<int>(p.k / kStageK);
-  const int per = (stages + k_split - 1) / k_split;
-  const int s_beg = min(stages, static_cast<int>(blockIdx.z) * per);
-  const int nst = min(stages, s_beg + per) - s_beg;
-  const std::int64_t n0 = static_cast<std::int64_t>(blockIdx.y) * kRows;
-  const int m0 = static_cast<int>(blockIdx.x) * BN;
+  const BlockTile bt = block_tile<BN>(p, k_split);
+  const int s_beg = bt.s_beg, nst = bt.nst, m0 = bt.m0;
+  const std::int64_t n0 = bt.n0;
 
   pdl_launch_dependents();
   pdl_wait();  // overlapped launch: nothing is read before the previous kernel has completed
@@ -235,40 +306,16 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_nvfp4_wg_kernel(GemvArgs p, 
     cp_async16(st + w_dst, w_src + kst * 32, w_ok);
     if (tid < kRows) cp_async4(st + s_dst, s_src + kst * 4, s_ok);
   };
-  // This warp's 16 rows x 4 raw E4M3 scales of stage `slot` -> bf16 |scale| * 2^119 or fp16
-  // |scale| * 2^7 (exact; NaN stays NaN), two per lane, into buffer b: row r holds blocks 0..3.
-  // Each warp converts only the scales it decodes, so a __syncwarp (not a block barrier) orders
-  // the two.
   const int wrow0 = (warp >> 2) * 64 + (warp & 3) * 16;
   auto convert = [&](int slot, int b) {
-    const int r = lane >> 1, h = lane & 1;
-    const std::uint32_t raw =
-        *reinterpret_cast<const std::uint16_t*>(smem + slot * kStage + BN * 128 + (wrow0 + r) * kPackedPitch + 32 + h * 2);
-    std::uint32_t lo, hi;
-    scale_pairs<F16>(raw, &lo, &hi);
-    *reinterpret_cast<std::uint32_t*>(sbuf + b * 128 + r * 8 + h * 4) = prmt(lo, hi, 0x5410);
+    convert_stage_scales<F16>(smem + slot * kStage + BN * 128, wrow0, lane, sbuf + b * 128);
   };
-  // Stage `slot`'s weights of this warp's rows wr and wr + 8 -> the 4 steps' A fragments.
   const int wr = wrow0 + g;
   const std::uint32_t sel = 0x4440u | static_cast<std::uint32_t>(t);
   auto decode = [&](int slot, int b, std::uint32_t (&a)[4][4]) {
-    const std::uint8_t* sp = smem + slot * kStage + BN * 128;
-    const uint2 sg = *reinterpret_cast<const uint2*>(sbuf + b * 128 + g * 8);
-    const uint2 sh = *reinterpret_cast<const uint2*>(sbuf + b * 128 + (g + 8) * 8);
-#pragma unroll
-    for (int s = 0; s < 4; ++s) {  // step s = E2M1 block s of the stage: words (k 0-7, k 8-15)
-      // 8-byte reads per step (not 16 per two): fewer live registers at 128 per thread; rows
-      // g = 0..7 at pitch 48 still hit distinct banks.
-      const uint2 qg = *reinterpret_cast<const uint2*>(sp + wr * kPackedPitch + 8 * s);
-      const uint2 qh = *reinterpret_cast<const uint2*>(sp + (wr + 8) * kPackedPitch + 8 * s);
-      const std::uint32_t sgw = (s >> 1) ? sg.y : sg.x, shw = (s >> 1) ? sh.y : sh.x;
-      const std::uint32_t scg = (s & 1) ? bcast_hi(sgw) : bcast_lo(sgw);
-      const std::uint32_t sch = (s & 1) ? bcast_hi(shw) : bcast_lo(shw);
-      a[s][0] = mul2<F16>(decode_byte<F16>(qg.x, sel), scg);
-      a[s][1] = mul2<F16>(decode_byte<F16>(qh.x, sel), sch);
-      a[s][2] = mul2<F16>(decode_byte<F16>(qg.y, sel), scg);
-      a[s][3] = mul2<F16>(decode_byte<F16>(qh.y, sel), sch);
-    }
+    StageWords q;
+    load_stage_words(smem + slot * kStage + BN * 128, wr, q);
+    decode_stage<F16>(q, sbuf + b * 128, g, sel, a);
   };
   float acc[BN / 2];
 #pragma unroll
@@ -323,22 +370,7 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_nvfp4_wg_kernel(GemvArgs p, 
   wgmma_wait<0>();
   cp_async_wait<0>();
 
-  // Accumulator (j, c) of lane (g, t) in warp q of warpgroup w: weight row 64 w + 16 q + g +
-  // 8 (c >> 1), activation row 8 j + 2 t + (c & 1) (the wgmma D fragment layout).
-  const DType yt = static_cast<DType>(p.y_dtype);
-  const float out_scale = 128.0f * p.tensor_scale;  // 2^7: the decode's exponent offset
-#pragma unroll
-  for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      const std::int64_t n = n0 + wr + 8 * (c >> 1);
-      const int m = m0 + 8 * j + 2 * t + (c & 1);
-      if (n >= p.n || m >= p.m_rows) continue;
-      if (k_split == 1)
-        store_from_f32(p.y, yt, m * p.y_stride + n, acc[4 * j + c] * out_scale);
-      else
-        ws[(static_cast<std::size_t>(blockIdx.z) * p.m_rows + m) * p.n + n] = acc[4 * j + c];
-    }
+  store_accumulators<BN>(acc, p, k_split, ws, n0, wr, m0, t);
 }
 
 template <int BN, bool F16>
@@ -403,17 +435,12 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   constexpr int kStage = wg_stage_bytes(BN), kStages = ws_stages(BN);
   extern __shared__ __align__(1024) std::uint8_t wg_smem_raw[];
   const int tid = threadIdx.x, lane = tid & 31;
-  const std::uint32_t raw_addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(wg_smem_raw));
-  const std::uint32_t base = (raw_addr + 1023u) & ~1023u;
-  std::uint8_t* const smem = wg_smem_raw + (base - raw_addr);
+  std::uint32_t base;
+  std::uint8_t* const smem = aligned_smem(wg_smem_raw, &base);
   const std::uint32_t full0 = base + kStages * kStage, empty0 = full0 + 8 * kStages;
-
-  const int stages = static_cast<int>(p.k / kStageK);
-  const int per = (stages + k_split - 1) / k_split;
-  const int s_beg = min(stages, static_cast<int>(blockIdx.z) * per);
-  const int nst = min(stages, s_beg + per) - s_beg;
-  const std::int64_t n0 = static_cast<std::int64_t>(blockIdx.y) * kRows;
-  const int m0 = static_cast<int>(blockIdx.x) * BN;
+  const BlockTile bt = block_tile<BN>(p, k_split);
+  const int s_beg = bt.s_beg, nst = bt.nst, m0 = bt.m0;
+  const std::int64_t n0 = bt.n0;
 
   if (tid == 0)
     for (int s = 0; s < kStages; ++s) {
@@ -470,43 +497,15 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   std::uint8_t* const sbuf = smem + kStages * kStage + 2 * kStages * 8 + cw * kScaleBufBytes;
   const int wrow0 = cw * 16;
   auto convert = [&](int slot, int b) {
-    const int r = lane >> 1, h = lane & 1;
-    const std::uint32_t raw =
-        *reinterpret_cast<const std::uint16_t*>(smem + slot * kStage + BN * 128 + (wrow0 + r) * kPackedPitch + 32 + h * 2);
-    std::uint32_t lo, hi;
-    scale_pairs<F16>(raw, &lo, &hi);
-    *reinterpret_cast<std::uint32_t*>(sbuf + b * 128 + r * 8 + h * 4) = prmt(lo, hi, 0x5410);
+    convert_stage_scales<F16>(smem + slot * kStage + BN * 128, wrow0, lane, sbuf + b * 128);
   };
   const int wr = wrow0 + g;
   const std::uint32_t sel = 0x4440u | static_cast<std::uint32_t>(t);
-  // A stage's packed words of rows wr and wr + 8 (k16 step s: words s of the 8-byte reads), read
-  // into registers ahead of the decode, so that their shared-memory latency overlaps the wait for
-  // the previous stage's wgmmas (ncu: the decode's first PRMTs waited on these loads).
-  struct Raw {
-    uint2 g[4], h[4];
-  };
-  auto load_raw = [&](int slot, Raw& q) {
-    const std::uint8_t* sp = smem + slot * kStage + BN * 128;
-#pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      q.g[s] = *reinterpret_cast<const uint2*>(sp + wr * kPackedPitch + 8 * s);
-      q.h[s] = *reinterpret_cast<const uint2*>(sp + (wr + 8) * kPackedPitch + 8 * s);
-    }
-  };
-  auto decode = [&](const Raw& q, int b, std::uint32_t (&a)[4][4]) {
-    const uint2 sg = *reinterpret_cast<const uint2*>(sbuf + b * 128 + g * 8);
-    const uint2 sh = *reinterpret_cast<const uint2*>(sbuf + b * 128 + (g + 8) * 8);
-#pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      const std::uint32_t sgw = (s >> 1) ? sg.y : sg.x, shw = (s >> 1) ? sh.y : sh.x;
-      const std::uint32_t scg = (s & 1) ? bcast_hi(sgw) : bcast_lo(sgw);
-      const std::uint32_t sch = (s & 1) ? bcast_hi(shw) : bcast_lo(shw);
-      a[s][0] = mul2<F16>(decode_byte<F16>(q.g[s].x, sel), scg);
-      a[s][1] = mul2<F16>(decode_byte<F16>(q.h[s].x, sel), sch);
-      a[s][2] = mul2<F16>(decode_byte<F16>(q.g[s].y, sel), scg);
-      a[s][3] = mul2<F16>(decode_byte<F16>(q.h[s].y, sel), sch);
-    }
-  };
+  // The next stage's words are read into registers ahead of its decode, so that their
+  // shared-memory latency overlaps the wait for the previous stage's wgmmas (ncu: the decode's
+  // first PRMTs waited on these loads; docs/perf-cuda.md 26).
+  auto load_raw = [&](int slot, StageWords& q) { load_stage_words(smem + slot * kStage + BN * 128, wr, q); };
+  auto decode = [&](const StageWords& q, int b, std::uint32_t (&a)[4][4]) { decode_stage<F16>(q, sbuf + b * 128, g, sel, a); };
   float acc[BN / 2];
 #pragma unroll
   for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
@@ -520,7 +519,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   // and the weights and scales are read with ordinary loads.
   auto ready = [&]() { mbar_wait(full0 + 8 * slot, phase); };
   std::uint32_t a0[4][4], a1[4][4];
-  Raw raw;
+  StageWords raw;
   if (nst > 0) {
     ready();
     load_raw(0, raw);
@@ -567,20 +566,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   }
   wgmma_wait<0>();
 
-  const DType yt = static_cast<DType>(p.y_dtype);
-  const float out_scale = 128.0f * p.tensor_scale;  // 2^7: the decode's exponent offset
-#pragma unroll
-  for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      const std::int64_t n = n0 + wr + 8 * (c >> 1);
-      const int m = m0 + 8 * j + 2 * t + (c & 1);
-      if (n >= p.n || m >= p.m_rows) continue;
-      if (k_split == 1)
-        store_from_f32(p.y, yt, m * p.y_stride + n, acc[4 * j + c] * out_scale);
-      else
-        ws[(static_cast<std::size_t>(blockIdx.z) * p.m_rows + m) * p.n + n] = acc[4 * j + c];
-    }
+  store_accumulators<BN>(acc, p, k_split, ws, n0, wr, m0, t);
 }
 
 // The activation rows as a 2D tensor map: {K elements, M rows}, row pitch a_stride * 2 bytes
