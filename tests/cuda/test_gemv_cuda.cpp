@@ -1505,6 +1505,31 @@ TEST(CudaWgemm, PublicRoute) {
   }
 }
 
+// The built-in wgmma-GEMM choice (host code, runs without a GPU): wg at bn 64 up to 64 rows, ws at
+// bn 128 up to 128 and bn 256 up to 256; the K split fills one block per SM with >= 8 stages per
+// split. The K splits are the ones the H200 sweeps measured best (docs/perf-cuda.md 25-26).
+TEST(CudaWgemm, PickTileRule) {
+  struct Case {
+    std::int64_t m, n, k;
+    bool ws;
+    int bn, k_split;
+  };
+  const Case cases[] = {
+      {17, 4096, 4096, false, 64, 4},    {64, 4096, 4096, false, 64, 4},  {64, 14336, 4096, false, 64, 1},
+      {65, 4096, 4096, true, 128, 4},    {128, 4096, 4096, true, 128, 4}, {128, 14336, 4096, true, 128, 1},
+      {128, 1024, 4096, true, 128, 8},   {129, 4096, 4096, true, 256, 4}, {256, 4096, 14336, true, 256, 4},
+      {256, 14336, 4096, true, 256, 1},  {200, 4096, 512, true, 256, 1},  {128, 128256, 4096, true, 128, 1},
+  };
+  for (const Case& c : cases) {
+    const cuda::WgemmTile t = cuda::wgemm_pick_tile(132, c.n, c.k, c.m);
+    const std::string what = std::to_string(c.m) + " x " + std::to_string(c.n) + " x " + std::to_string(c.k);
+    EXPECT_TRUE(cuda::wgemm_tile_valid(t)) << what;
+    EXPECT_EQ(t.ws, c.ws) << what;
+    EXPECT_EQ(t.bn, c.bn) << what;
+    EXPECT_EQ(t.k_split, c.k_split) << what;
+  }
+}
+
 // Non-finite activations: rows with +Inf, NaN and -Inf at one k each give NaN exactly where the
 // oracle does (Inf x 0 included) and the oracle's +-Inf elsewhere; the finite rows stay within
 // tolerance. With and without a K split.

@@ -502,8 +502,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   const int wr = wrow0 + g;
   const std::uint32_t sel = 0x4440u | static_cast<std::uint32_t>(t);
   // The next stage's words are read into registers ahead of its decode, so that their
-  // shared-memory latency overlaps the wait for the previous stage's wgmmas (ncu: the decode's
-  // first PRMTs waited on these loads; docs/perf-cuda.md 26).
+  // shared-memory latency can overlap the wait for the previous stage's wgmmas (ncu: the decode's
+  // first PRMTs waited on these loads). Measured: no gain at 2048 rows; an unpaired later run
+  // had 256 rows 5-7% slower. A same-run A/B is owed (docs/perf-cuda.md 26).
   auto load_raw = [&](int slot, StageWords& q) { load_stage_words(smem + slot * kStage + BN * 128, wr, q); };
   auto decode = [&](const StageWords& q, int b, std::uint32_t (&a)[4][4]) { decode_stage<F16>(q, sbuf + b * 128, g, sel, a); };
   float acc[BN / 2];
