@@ -465,11 +465,12 @@ bool gemv_run(const MatmulArgs& a) {
     const std::int64_t c0 = g.nch * seg / nseg, c1 = g.nch * (seg + 1) / nseg;
     for (std::int64_t mg = 0; mg < mgroups; ++mg) {
       const std::int64_t m0 = mv * mg / mgroups, m1 = mv * (mg + 1) / mgroups;
+      const int mr = static_cast<int>(m1 - m0);
+      float* const dst = sums.data() + seg * mv * n + m0 * n;
       if (fma)
-        rows_any_m<PS, true>(g, 1, m0, n0, n1, c0, c1, seg == nseg - 1, sums.data() + seg * mv * n + m0 * n, n);
+        rows_any_m<PS, true>(g, mr, m0, n0, n1, c0, c1, seg == nseg - 1, dst, n);
       else
-        rows_any_m<PS, false>(g, static_cast<int>(m1 - m0), m0, n0, n1, c0, c1, seg == nseg - 1,
-                              sums.data() + seg * mv * n + m0 * n, n);
+        rows_any_m<PS, false>(g, mr, m0, n0, n1, c0, c1, seg == nseg - 1, dst, n);
     }
   });
 
