@@ -503,8 +503,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   const std::uint32_t sel = 0x4440u | static_cast<std::uint32_t>(t);
   // The next stage's words are read into registers ahead of its decode, so that their
   // shared-memory latency can overlap the wait for the previous stage's wgmmas (ncu: the decode's
-  // first PRMTs waited on these loads). Measured: no gain at 2048 rows; an unpaired later run
-  // had 256 rows 5-7% slower. A same-run A/B is owed (docs/perf-cuda.md 26).
+  // first PRMTs waited on these loads). Same-run A/B against reading them after the wait (H200,
+  // 2026-12-01, docs/perf-cuda.md 27): batched decode B = 128 / 96 1.0% / 1.2% faster (95% CIs
+  // exclude 0); single linears within +-1%, except 256 x 4096^2 (27.1 against 26.2 us).
   auto load_raw = [&](int slot, StageWords& q) { load_stage_words(smem + slot * kStage + BN * 128, wr, q); };
   auto decode = [&](const StageWords& q, int b, std::uint32_t (&a)[4][4]) { decode_stage<F16>(q, sbuf + b * 128, g, sel, a); };
   float acc[BN / 2];
@@ -596,20 +597,12 @@ cudaError_t encode_act_map(const GemvArgs& a, int bn, CUtensorMap* map) {
 
 template <int BN, bool F16>
 cudaError_t launch_ws(const GemvArgs& a, const WgemmTile& t, void* workspace, cudaStream_t stream) {
-  const void* fn = reinterpret_cast<const void*>(gemm_nvfp4_ws_kernel<BN, F16>);
-  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, ws_smem_bytes(BN));
-  if (e != cudaSuccess) return e;
   alignas(64) CUtensorMap map;
-  if ((e = encode_act_map(a, BN, &map)) != cudaSuccess) return e;
+  if (const cudaError_t e = encode_act_map(a, BN, &map); e != cudaSuccess) return e;
   const dim3 grid(static_cast<unsigned>((a.m_rows + BN - 1) / BN), static_cast<unsigned>((a.n + kRows - 1) / kRows),
                   static_cast<unsigned>(t.k_split));
-  GemvArgs args = a;
-  int ks = t.k_split;
-  float* ws = static_cast<float*>(workspace);
-  void* kargs[] = {&args, &ks, &ws, &map};
-  e = launch_pdl(fn, grid, dim3(kWsThreads), ws_smem_bytes(BN), a.pdl, stream, kargs);
-  if (e != cudaSuccess || ks == 1) return e;
-  return launch_finalize_k_split(a, ks, ws, stream);
+  return launch_split_k_gemm(reinterpret_cast<const void*>(gemm_nvfp4_ws_kernel<BN, F16>), grid, dim3(kWsThreads),
+                             ws_smem_bytes(BN), a, t.k_split, workspace, stream, &map);
 }
 }  // namespace
 

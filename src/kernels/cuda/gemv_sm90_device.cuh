@@ -256,15 +256,16 @@ inline cudaError_t launch_finalize_k_split(const GemvArgs& a, int k_split, const
 // dynamic shared memory allowed first (> 48 KB must be, per kernel: CUDA programming guide; set on
 // every launch, a host-side attribute, cheap, right for whichever device is current, and not
 // cached: a cudaDeviceReset clears it and a stale cache would fail the launch), then the kernel,
-// then finalize_k_split when k_split > 1.
+// then finalize_k_split when k_split > 1. `extra`, when given, is the kernel's 4th argument (the
+// ws kernel's tensor map).
 inline cudaError_t launch_split_k_gemm(const void* fn, dim3 grid, dim3 block, std::size_t smem, const GemvArgs& a,
-                                       int k_split, void* workspace, cudaStream_t stream) {
+                                       int k_split, void* workspace, cudaStream_t stream, void* extra = nullptr) {
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (e != cudaSuccess) return e;
   GemvArgs args = a;
   int ks = k_split;
   float* ws = static_cast<float*>(workspace);
-  void* kargs[] = {&args, &ks, &ws};
+  void* kargs[] = {&args, &ks, &ws, extra};
   e = launch_pdl(fn, grid, block, smem, a.pdl, stream, kargs);
   if (e != cudaSuccess || ks == 1) return e;
   return launch_finalize_k_split(a, ks, ws, stream);
