@@ -341,7 +341,7 @@ std::vector<Row> run_cuda(const Options& opts) {
     if (s.m > 16) {
       // Side by side above 16 rows: the dense-panel path (decode + cuBLAS, the default before the
       // wgmma GEMM) and (NVFP4_BENCH_WG_SWEEP=1) every wgmma-GEMM block shape and K split, each
-      // validated like the rest.
+      // validated like the rest (rows "nvfp4_ws_sweep").
       variant_row("nvfp4_panel", "", [&](std::size_t c, std::string* kname) {
         cuda::quantized_matmul_panel(xv, wview(c), yv, st);
         if (kname) *kname = "gemm_nvfp4_dequant_cublas";
@@ -349,15 +349,13 @@ std::vector<Row> run_cuda(const Options& opts) {
       if (const char* sw = std::getenv("NVFP4_BENCH_WG_SWEEP");
           sw && (*sw == '1' || std::strcmp(sw, "ws") == 0) && dt == DType::kBF16 &&
           cuda::wgemm_supported(wview(0).packed, wview(0).scales, s.n, s.k))
-        for (const bool ws : {false, true})
-          for (const int bn : {64, 128, 256})
-            for (const int ks : {1, 2, 4, 8}) {
-              const cuda::WgemmTile t{bn, ks, ws};
-              if (!cuda::wgemm_tile_valid(t) || (ks > 1 && ks * 8 > s.k / 64)) continue;  // < 8 stages per split
-              if (!ws && *sw != '1') continue;  // NVFP4_BENCH_WG_SWEEP=ws: the ws tiles only
-              variant_row(ws ? "nvfp4_ws_sweep" : "nvfp4_wg_sweep", "_ks" + std::to_string(ks),
-                          [&](std::size_t c, std::string* kname) { cuda::quantized_matmul_wgemm(xv, wview(c), yv, st, &t, kname); });
-            }
+        for (const int bn : {64, 128, 256})
+          for (const int ks : {1, 2, 4, 8}) {
+            const cuda::WgemmTile t{bn, ks};
+            if (ks > 1 && ks * 8 > s.k / 64) continue;  // < 8 stages per split
+            variant_row("nvfp4_ws_sweep", "_ks" + std::to_string(ks),
+                        [&](std::size_t c, std::string* kname) { cuda::quantized_matmul_wgemm(xv, wview(c), yv, st, &t, kname); });
+          }
     }
     if (const char* lg = std::getenv("NVFP4_BENCH_LEGACY"); lg && *lg == '1') {
       // Side-by-side: the first (B = weights) kernel with the same table tile, same weights and

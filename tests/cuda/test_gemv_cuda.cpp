@@ -1346,26 +1346,26 @@ void run_wgemm(const CanonWeight& dw, const Tensor& x, Tensor& y, std::int64_t m
   cuda::quantized_matmul_wgemm(MatrixView{dx.p, x.dtype, m, cols, stride}, dw.view(), MatrixView{dy.p, y.dtype, m, dw.n, dw.n},
                                nullptr, tile, &name);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  ASSERT_TRUE(name.rfind("gemm_nvfp4_sm90_wg_", 0) == 0 || name.rfind("gemm_nvfp4_sm90_ws_", 0) == 0) << name;
+  ASSERT_TRUE(name.rfind("gemm_nvfp4_sm90_ws_", 0) == 0) << name;
   dy.back(y.data());
 }
 
 std::string wg_tile_name(const cuda::WgemmTile* t) {
-  return t ? std::string(t->ws ? "ws " : "") + "bn" + std::to_string(t->bn) + "/ks" + std::to_string(t->k_split)
+  return t ? "bn" + std::to_string(t->bn) + "/ks" + std::to_string(t->k_split)
            : std::string("built-in");
 }
 
-// One-hot bf16 / fp16 rows recover dequantize_ref (bf16 / fp16) exactly for every block shape of
-// both kernels (wg, ws) and K split (the decode is exact and each output has one nonzero
-// product); random bf16 rows match the oracle for M = 17..200 (300 at bn 256: a second, partial
-// activation block) and fp16 rows for M = 17 and 65 (partial activation and weight blocks: N =
-// 300, 1040); a second call and a graph replay give the same bits (wg and ws); padded strided
-// rows go through the prepared copy.
+// One-hot bf16 / fp16 rows recover dequantize_ref (bf16 / fp16) exactly for every block shape and
+// K split (the decode is exact and each output has one nonzero product); random bf16 rows match
+// the oracle for M = 17..200 (300 at bn 256: a second, partial activation block) and fp16 rows
+// for M = 17 and 65 (partial activation and weight blocks: N = 300, 1040); a second call and a
+// graph replay give the same bits (bn 64 and 256); padded strided rows go through the prepared
+// copy.
 TEST(CudaWgemm, OneHotOracleEveryTileDeterministic) {
   REQUIRE_GPU();
-  // wg at bn 64; ws at bn 128 / 256, K splits 1..64 (tiles[2]: the padded rows; [3], [7]: graphs).
-  const cuda::WgemmTile tiles[] = {{64, 1},         {64, 64},       {128, 3, true}, {64, 7},
-                                   {128, 64, true}, {128, 1, true}, {256, 1, true}, {256, 3, true}};
+  // bn 64 / 128 / 256, K splits 1..64 (tiles[2]: the padded rows; [3], [7]: graphs).
+  const cuda::WgemmTile tiles[] = {{64, 1},   {64, 64}, {128, 3}, {64, 7},
+                                   {128, 64}, {128, 1}, {256, 1}, {256, 3}, {64, 5}};
   for (auto nk : {std::pair<std::int64_t, std::int64_t>{16, 64}, {48, 256}, {300, 4096}, {1040, 1024}}) {
     const std::int64_t n = nk.first, k = nk.second;
     const std::uint64_t seed = 9090 + n * 7 + k;
@@ -1426,8 +1426,7 @@ TEST(CudaWgemm, OneHotOracleEveryTileDeterministic) {
   const Tensor x = random_x(DType::kBF16, 20, 128, 3);
   Tensor y = nan_tensor(DType::kBF16, 20, 32);
   for (const cuda::WgemmTile bad : {cuda::WgemmTile{96, 1}, cuda::WgemmTile{64, 0}, cuda::WgemmTile{64, 65},
-                                    cuda::WgemmTile{128, 1}, cuda::WgemmTile{256, 1}, cuda::WgemmTile{64, 1, true},
-                                    cuda::WgemmTile{256, 65, true}})
+                                    cuda::WgemmTile{32, 1}, cuda::WgemmTile{512, 1}, cuda::WgemmTile{256, 65}})
     EXPECT_THROW(run_wgemm(dw, x, y, 20, &bad), Error);
   const Tensor xf = random_x(DType::kF32, 20, 128, 3);
   Tensor yf = nan_tensor(DType::kF32, 20, 32);
@@ -1460,10 +1459,10 @@ TEST(CudaWgemm, SmallRunsForTheSanitizers) {
   const CanonWeight dw(qw);
   for (const DType dt : {DType::kBF16, DType::kF16}) {
     const Tensor x = random_x(dt, m, k, seed + 1);
-    // ws: K split 3 (6 stages, the ring does not wrap) and 1 (16 stages: both rings wrap, so the
+    // K split 3 (6 stages, the ring does not wrap) and 1 (16 stages: every ring wraps, so the
     // slots are refilled behind the consumers' releases).
-    for (const cuda::WgemmTile t : {cuda::WgemmTile{64, 3}, cuda::WgemmTile{64, 1}, cuda::WgemmTile{128, 3, true},
-                                    cuda::WgemmTile{128, 1, true}, cuda::WgemmTile{256, 1, true}}) {
+    for (const cuda::WgemmTile t : {cuda::WgemmTile{64, 3}, cuda::WgemmTile{64, 1}, cuda::WgemmTile{128, 3},
+                                    cuda::WgemmTile{128, 1}, cuda::WgemmTile{256, 1}}) {
       Tensor y = nan_tensor(dt, m, n);
       run_wgemm(dw, x, y, m, &t);
       Tensor xc = x;
@@ -1481,7 +1480,7 @@ TEST(CudaWgemm, PublicRoute) {
   const std::uint64_t seed = 4242;
   SCOPED_TRACE("seed " + std::to_string(seed));
   const std::int64_t big = cuda::kWgemmMaxRows;
-  for (const auto& [dt, k, m, want_wg] :
+  for (const auto& [dt, k, m, want_gemm] :
        {std::tuple<DType, std::int64_t, std::int64_t, bool>{DType::kBF16, 512, 17, true}, {DType::kBF16, 512, big, true},
         {DType::kBF16, 512, big + 1, false}, {DType::kF16, 512, 17, true}, {DType::kF16, 512, big + 1, false},
         {DType::kF32, 512, 17, false},
@@ -1495,9 +1494,7 @@ TEST(CudaWgemm, PublicRoute) {
     std::string name;
     cuda::quantized_matmul_tile(MatrixView{dx.p, dt, m, k, k}, dw.view(), MatrixView{dy.p, dt, m, n, n}, nullptr, nullptr, &name);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    // Up to 64 rows the wg kernel, above them the warp-specialized one (wgemm_pick_tile).
-    const char* want_name = m <= 64 ? "gemm_nvfp4_sm90_wg_" : "gemm_nvfp4_sm90_ws_";
-    EXPECT_EQ(name.rfind(want_name, 0) == 0, want_wg) << dtype_name(dt) << " M=" << m << " K=" << k << " ran " << name;
+    EXPECT_EQ(name.rfind("gemm_nvfp4_sm90_ws_", 0) == 0, want_gemm) << dtype_name(dt) << " M=" << m << " K=" << k << " ran " << name;
     dy.back(y.data());
     Tensor xc = x;
     check_against_oracle(MatrixView{xc.data(), dt, m, k, k}, qw, MatrixView{y.data(), dt, m, n, n},
@@ -1505,26 +1502,24 @@ TEST(CudaWgemm, PublicRoute) {
   }
 }
 
-// The built-in wgmma-GEMM choice (host code, runs without a GPU): wg at bn 64 up to 64 rows, ws at
-// bn 128 up to 128 and bn 256 up to 256; the K split fills one block per SM with >= 8 stages per
-// split. The K splits are the ones the H200 sweeps measured best (docs/perf-cuda.md 25-26).
+// The built-in wgmma-GEMM choice (host code, runs without a GPU): bn 64 up to 64 rows, 128 up to
+// 128 and 256 up to 256; the K split fills one block per SM with >= 8 stages per split. The K
+// splits are the ones the H200 sweeps measured best (docs/perf-cuda.md 25-26, 28).
 TEST(CudaWgemm, PickTileRule) {
   struct Case {
     std::int64_t m, n, k;
-    bool ws;
     int bn, k_split;
   };
   const Case cases[] = {
-      {17, 4096, 4096, false, 64, 4},    {64, 4096, 4096, false, 64, 4},  {64, 14336, 4096, false, 64, 1},
-      {65, 4096, 4096, true, 128, 4},    {128, 4096, 4096, true, 128, 4}, {128, 14336, 4096, true, 128, 1},
-      {128, 1024, 4096, true, 128, 8},   {129, 4096, 4096, true, 256, 4}, {256, 4096, 14336, true, 256, 4},
-      {256, 14336, 4096, true, 256, 1},  {200, 4096, 512, true, 256, 1},  {128, 128256, 4096, true, 128, 1},
+      {17, 4096, 4096, 64, 4},    {64, 4096, 4096, 64, 4},     {64, 14336, 4096, 64, 1},  {64, 4096, 14336, 64, 4},
+      {64, 1024, 4096, 64, 8},    {56, 6144, 4096, 64, 2},     {65, 4096, 4096, 128, 4},  {128, 4096, 4096, 128, 4},
+      {128, 14336, 4096, 128, 1}, {128, 1024, 4096, 128, 8},   {129, 4096, 4096, 256, 4}, {256, 4096, 14336, 256, 4},
+      {256, 14336, 4096, 256, 1}, {200, 4096, 512, 256, 1},    {128, 128256, 4096, 128, 1},
   };
   for (const Case& c : cases) {
     const cuda::WgemmTile t = cuda::wgemm_pick_tile(132, c.n, c.k, c.m);
     const std::string what = std::to_string(c.m) + " x " + std::to_string(c.n) + " x " + std::to_string(c.k);
     EXPECT_TRUE(cuda::wgemm_tile_valid(t)) << what;
-    EXPECT_EQ(t.ws, c.ws) << what;
     EXPECT_EQ(t.bn, c.bn) << what;
     EXPECT_EQ(t.k_split, c.k_split) << what;
   }
@@ -1541,7 +1536,7 @@ TEST(CudaWgemm, NonFiniteActivationsPropagateLikeTheOracle) {
   const QuantizedWeight qw = random_weight(n, k, seed);
   const CanonWeight dw(qw);
   for (const DType dt : {DType::kBF16, DType::kF16})
-    for (const cuda::WgemmTile t : {cuda::WgemmTile{64, 1}, cuda::WgemmTile{128, 3, true}, cuda::WgemmTile{256, 2, true}}) {
+    for (const cuda::WgemmTile t : {cuda::WgemmTile{64, 1}, cuda::WgemmTile{128, 3}, cuda::WgemmTile{256, 2}}) {
       const Tensor x = with_non_finite_rows(random_x(dt, m, k, seed + 1));
       Tensor y = nan_tensor(dt, m, n);
       run_wgemm(dw, x, y, m, &t);

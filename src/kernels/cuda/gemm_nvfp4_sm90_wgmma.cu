@@ -1,8 +1,9 @@
-// kernels/cuda/gemm_nvfp4_sm90_wgmma.cu -- the wgmma GEMMs on the canonical checkpoint layout,
-// for batched decode and short prefills with bf16 or fp16 activations (M = 17..256) on Hopper:
-// "wg" (two warpgroups that both copy and compute, 64 activation rows per block; M <= 64) and
-// "ws" (warp-specialized: a producer warpgroup and two consumer warpgroups, 128 or 256 rows per
-// block; M > 64). Both share the decode, the descriptors and the wgmma wrappers below.
+// kernels/cuda/gemm_nvfp4_sm90_wgmma.cu -- the wgmma GEMM ("ws") on the canonical checkpoint
+// layout, for batched decode and short prefills with bf16 or fp16 activations (M = 17..256) on
+// Hopper: warp-specialized, a producer warpgroup and two consumer warpgroups, 64, 128 or 256
+// activation rows per block. (A first kernel, "wg", with two warpgroups that both copied and
+// computed, ran M <= 64 until the ws kernel at 64 rows measured 4-12% faster at every shape;
+// docs/perf-cuda.md 22, 28.)
 //
 // Why: without FP4 tensor cores, prefill used to decode each weight into a dense bf16 panel
 // and run cuBLAS (gemm_nvfp4_cublas.h): 0.90x dense bf16, the panel's write and read costing
@@ -36,8 +37,7 @@
 //    (wgmma reads its A registers until it completes).
 //  * K split over blocks (grid z) where the tiles alone do not fill the GPU: fp32 partials and
 //    finalize_k_split (gemv_sm90_device.cuh), summed in split order: deterministic.
-// wg: every thread copies with cp.async, one __syncthreads per stage, two blocks per SM
-// (docs/perf-cuda.md 22). ws: see its kernel (docs/perf-cuda.md 26).
+// The warp specialization: see the kernel (docs/perf-cuda.md 26).
 #include "kernels/cuda/gemm_nvfp4_sm90_wgmma.h"
 
 #include <algorithm>
@@ -51,7 +51,6 @@
 namespace nvfp4::cuda {
 namespace {
 
-constexpr int kThreads = 256;         // 2 warpgroups
 constexpr int kRows = 128;            // weight rows (output columns) per block
 constexpr int kStageK = 64;           // k per stage: 4 wgmma k16 steps, one 128-byte activation row
 // Weight row r of a stage: 32 packed bytes at 48 r, its 4 raw E4M3 scales at 48 r + 32. The
@@ -59,17 +58,10 @@ constexpr int kStageK = 64;           // k per stage: 4 wgmma k16 steps, one 128
 constexpr int kPackedPitch = 48;
 constexpr int kPackedBytes = kRows * kPackedPitch;
 
-// Ring depth: two blocks per SM must fit (<= 113 KB each), so that one block's decode runs
-// while the other's wgmmas do (one block of 8 warps per SM issued an instruction every 2.8
-// cycles per scheduler, ncu, docs/perf-cuda.md 22).
-constexpr int kWgStages = 7;  // at bn 64 (the wg kernel's one block shape)
-__host__ __device__ constexpr int wg_stage_bytes(int bn) {
+__host__ __device__ constexpr int stage_bytes(int bn) {
   return (bn * 128 + kPackedBytes + 1023) / 1024 * 1024;  // activations stay 1024-aligned
 }
 constexpr int kScaleBufBytes = 2 * 16 * 8;  // per warp: 2 buffers x 16 rows x 4 blocks of bf16
-__host__ __device__ constexpr int wg_smem_bytes(int bn) {
-  return kWgStages * wg_stage_bytes(bn) + 8 * kScaleBufBytes + 1024;  // + slack for the 1024 alignment
-}
 
 // Shared memory matrix descriptor (PTX ISA, "Matrix Descriptor Format" of wgmma): start address
 // >> 4 (bits 0-13), leading byte offset (unused for swizzled K-major layouts: 1), stride byte
@@ -85,8 +77,6 @@ __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.a
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
-// cp.async writes are generic-proxy writes; wgmma reads shared memory through the async proxy.
-__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
 // Halves of a bf16x2 broadcast, written as moves of halves so that ptxas folds them into the
 // multiply's operand selector (HMUL2 ... R.H0_H0) instead of issuing a PRMT (measured in the
@@ -254,136 +244,8 @@ __device__ __forceinline__ void store_accumulators(const float (&acc)[BN / 2], c
     }
 }
 
-// Grid: x = activation block (fastest, so the blocks that share a row block's weights run
-// together and the later ones read them from L2), y = row block of 128 weight rows, z = K split.
-template <int BN, bool F16>
-__global__ void __launch_bounds__(kThreads, 2) gemm_nvfp4_wg_kernel(GemvArgs p, int k_split, float* ws) {
-  static_assert(BN == 64, "the wg kernel runs bn 64; more rows take the ws kernel");
-  constexpr int kStage = wg_stage_bytes(BN), kStages = kWgStages;
-  // Two A register sets: the decode of stage i + 1 overlaps stage i's wgmmas in the same warpgroup.
-  constexpr int kActPer = BN * 8 / kThreads;  // 16-byte activation chunks per thread and stage
-  extern __shared__ __align__(1024) std::uint8_t wg_smem_raw[];
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int g = lane >> 2, t = lane & 3;
-  std::uint32_t base;
-  std::uint8_t* const smem = aligned_smem(wg_smem_raw, &base);
-  std::uint8_t* const sbuf = smem + kStages * kStage + warp * kScaleBufBytes;  // this warp's converted scales
-  const BlockTile bt = block_tile<BN>(p, k_split);
-  const int s_beg = bt.s_beg, nst = bt.nst, m0 = bt.m0;
-  const std::int64_t n0 = bt.n0;
-
-  pdl_launch_dependents();
-  pdl_wait();  // overlapped launch: nothing is read before the previous kernel has completed
-
-  // This thread's copies per stage. Rows past M or N are zero-filled (src-size 0: no read).
-  // Activation rows as 32-bit indices (clamped to a real row; 64-bit pointers here spilled at
-  // 128 registers), the address formed per copy.
-  const std::uint32_t a_row_bytes = static_cast<std::uint32_t>(p.a_stride * 2);
-  const std::uint8_t* const a_base = static_cast<const std::uint8_t*>(p.a) + (tid & 7) * 16;
-  std::uint32_t a_row[kActPer], a_dst[kActPer];
-  bool a_ok[kActPer];
-#pragma unroll
-  for (int j = 0; j < kActPer; ++j) {
-    const int idx = tid + j * kThreads, r = idx >> 3, c = idx & 7;
-    a_ok[j] = m0 + r < p.m_rows;
-    a_row[j] = static_cast<std::uint32_t>(min(m0 + r, p.m_rows - 1));
-    a_dst[j] = r * 128 + ((c ^ (r & 7)) << 4);
-  }
-  const int prow = tid >> 1;
-  const bool w_ok = n0 + prow < p.n;
-  const std::uint8_t* w_src = p.packed + (w_ok ? n0 + prow : 0) * (p.k / 2) + (tid & 1) * 16;
-  const std::uint32_t w_dst = BN * 128 + prow * kPackedPitch + (tid & 1) * 16;
-  const bool s_ok = tid < kRows && n0 + tid < p.n;
-  const std::uint8_t* s_src = p.scales + (s_ok ? n0 + tid : 0) * (p.k / 16);
-  const std::uint32_t s_dst = BN * 128 + (tid & (kRows - 1)) * kPackedPitch + 32;
-
-  auto issue = [&](int s, int slot) {  // local stage s into ring slot `slot`
-    const std::int64_t kst = s_beg + s;
-    const std::uint32_t st = base + slot * kStage;
-#pragma unroll
-    for (int j = 0; j < kActPer; ++j)
-      cp_async16(st + a_dst[j], a_base + static_cast<std::uint64_t>(a_row[j]) * a_row_bytes + kst * 128, a_ok[j]);
-    cp_async16(st + w_dst, w_src + kst * 32, w_ok);
-    if (tid < kRows) cp_async4(st + s_dst, s_src + kst * 4, s_ok);
-  };
-  const int wrow0 = (warp >> 2) * 64 + (warp & 3) * 16;
-  auto convert = [&](int slot, int b) {
-    convert_stage_scales<F16>(smem + slot * kStage + BN * 128, wrow0, lane, sbuf + b * 128);
-  };
-  const int wr = wrow0 + g;
-  const std::uint32_t sel = 0x4440u | static_cast<std::uint32_t>(t);
-  auto decode = [&](int slot, int b, std::uint32_t (&a)[4][4]) {
-    StageWords q;
-    load_stage_words(smem + slot * kStage + BN * 128, wr, q);
-    decode_stage<F16>(q, sbuf + b * 128, g, sel, a);
-  };
-  float acc[BN / 2];
-#pragma unroll
-  for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
-  auto mma = [&](int slot, const std::uint32_t (&a)[4][4]) {
-    const std::uint32_t act = base + slot * kStage;
-    wgmma_fence();  // the A registers were written by the decode
-#pragma unroll
-    for (int s = 0; s < 4; ++s) wgmma_bn<BN, F16>(acc, a[s], sw128_desc(act + 32 * s));
-    wgmma_commit();
-  };
-
-  // Prologue: stages 0 .. kStages - 3 in flight; stage 0 landed, its scales converted, decoded.
-#pragma unroll
-  for (int s = 0; s < kStages - 2; ++s) {
-    if (s < nst) issue(s, s);
-    cp_async_commit();
-  }
-  cp_async_wait<kStages - 3>();
-  fence_async_smem();
-  __syncthreads();
-  std::uint32_t a0[4][4], a1[4][4];
-  if (nst > 0) {
-    convert(0, 0);
-    __syncwarp();
-    decode(0, 0, a0);
-  }
-
-  // Stage i: wait for stage i + 1's copies; one barrier (after it stage i + 1 is visible to all,
-  // and every warpgroup's wgmmas of stage i - 2 are complete, so that slot is refilled with
-  // stage i + kStages - 2); issue stage i's wgmmas; wait for stage i - 1's (the other A
-  // registers); convert and decode stage i + 1 into them while stage i's run.
-  auto body = [&](int i, const std::uint32_t (&acur)[4][4], std::uint32_t (&anext)[4][4]) {
-    cp_async_wait<kStages - 4>();
-    fence_async_smem();
-    __syncthreads();
-    if (i + kStages - 2 < nst) issue(i + kStages - 2, (i + kStages - 2) % kStages);
-    cp_async_commit();
-    mma(i % kStages, acur);
-    wgmma_wait<1>();
-    if (i + 1 < nst) {
-      convert((i + 1) % kStages, (i + 1) & 1);
-      __syncwarp();
-      decode((i + 1) % kStages, (i + 1) & 1, anext);
-    }
-  };
-#pragma unroll 1
-  for (int i = 0; i < nst; i += 2) {
-    body(i, a0, a1);
-    if (i + 1 < nst) body(i + 1, a1, a0);
-  }
-  wgmma_wait<0>();
-  cp_async_wait<0>();
-
-  store_accumulators<BN>(acc, p, k_split, ws, n0, wr, m0, t);
-}
-
-template <int BN, bool F16>
-cudaError_t launch_wg(const GemvArgs& a, const WgemmTile& t, void* workspace, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>((a.m_rows + BN - 1) / BN), static_cast<unsigned>((a.n + kRows - 1) / kRows),
-                  static_cast<unsigned>(t.k_split));
-  return launch_split_k_gemm(reinterpret_cast<const void*>(gemm_nvfp4_wg_kernel<BN, F16>), grid, dim3(kThreads),
-                             wg_smem_bytes(BN), a, t.k_split, workspace, stream);
-}
-
-
 // ---------------------------------------------------------------------------------------------
-// The warp-specialized variant ("ws", docs/perf-cuda.md 26): one producer warpgroup fills the
+// The kernel ("ws", docs/perf-cuda.md 26): one producer warpgroup fills the
 // ring (the activation tile by one TMA copy, weights and scales by cp.async) and signals a
 // per-slot "full" mbarrier (expect_tx for the TMA bytes; cp.async.mbarrier.arrive.noinc fires when
 // a thread's copies have landed); two consumer warpgroups wait on it, decode and issue wgmmas,
@@ -391,12 +253,14 @@ cudaError_t launch_wg(const GemvArgs& a, const WgemmTile& t, void* workspace, cu
 // block-wide barrier in the loop, both consumer warpgroups keep two A register sets (the decode
 // of stage i + 1 runs while stage i's wgmmas do), and BN = 256 (twice the MACs per decoded
 // register) takes the 232 registers per consumer thread that setmaxnreg moves from the producer.
-// Measured on H200: 7-33% faster than wg from 96 to 256 rows; Llama-3-8B decode at B = 128 7.12
-// -> 5.83 ms per step (0.72x -> 0.88x cuBLAS bf16).
+// Measured on H200 against the two-warpgroup kernel before it (wg: both warpgroups copied and
+// computed, one __syncthreads per stage): 7-33% faster from 96 to 256 rows, 4-12% at 17-64
+// rows (bn 64); Llama-3-8B batched decode at B = 128 7.12 -> 5.83 ms per step, at B = 64 5.20 ->
+// 4.72 (docs/perf-cuda.md 26, 28).
 constexpr int kWsThreads = 384;  // producer warpgroup + 2 consumer warpgroups
 __host__ __device__ constexpr int ws_stages(int bn) { return bn == 256 ? 5 : 9; }
 __host__ __device__ constexpr int ws_smem_bytes(int bn) {
-  return ws_stages(bn) * wg_stage_bytes(bn) + 8 * kScaleBufBytes + 2 * ws_stages(bn) * 8 + 1024;
+  return ws_stages(bn) * stage_bytes(bn) + 8 * kScaleBufBytes + 2 * ws_stages(bn) * 8 + 1024;
 }
 
 __device__ __forceinline__ void mbar_init(std::uint32_t a, std::uint32_t count) {
@@ -432,11 +296,11 @@ __device__ __forceinline__ void cp_async_mbar_arrive(std::uint32_t a) {
 template <int BN, bool F16>
 __global__ void __launch_bounds__(kWsThreads, 1)
     gemm_nvfp4_ws_kernel(GemvArgs p, int k_split, float* ws, const __grid_constant__ CUtensorMap act_map) {
-  constexpr int kStage = wg_stage_bytes(BN), kStages = ws_stages(BN);
-  extern __shared__ __align__(1024) std::uint8_t wg_smem_raw[];
+  constexpr int kStage = stage_bytes(BN), kStages = ws_stages(BN);
+  extern __shared__ __align__(1024) std::uint8_t smem_raw[];
   const int tid = threadIdx.x, lane = tid & 31;
   std::uint32_t base;
-  std::uint8_t* const smem = aligned_smem(wg_smem_raw, &base);
+  std::uint8_t* const smem = aligned_smem(smem_raw, &base);
   const std::uint32_t full0 = base + kStages * kStage, empty0 = full0 + 8 * kStages;
   const BlockTile bt = block_tile<BN>(p, k_split);
   const int s_beg = bt.s_beg, nst = bt.nst, m0 = bt.m0;
@@ -595,6 +459,8 @@ cudaError_t encode_act_map(const GemvArgs& a, int bn, CUtensorMap* map) {
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
+// Grid: x = activation block (fastest, so the blocks that share a row block's weights run
+// together and the later ones read them from L2), y = row block of 128 weight rows, z = K split.
 template <int BN, bool F16>
 cudaError_t launch_ws(const GemvArgs& a, const WgemmTile& t, void* workspace, cudaStream_t stream) {
   alignas(64) CUtensorMap map;
@@ -607,7 +473,7 @@ cudaError_t launch_ws(const GemvArgs& a, const WgemmTile& t, void* workspace, cu
 }  // namespace
 
 bool wgemm_tile_valid(const WgemmTile& t) {
-  return (t.ws ? (t.bn == 128 || t.bn == 256) : t.bn == 64) && t.k_split >= 1 && t.k_split <= 64;
+  return (t.bn == 64 || t.bn == 128 || t.bn == 256) && t.k_split >= 1 && t.k_split <= 64;
 }
 
 bool wgemm_supported(const std::uint8_t* packed, const std::uint8_t* scales, std::int64_t n, std::int64_t k) {
@@ -615,17 +481,15 @@ bool wgemm_supported(const std::uint8_t* packed, const std::uint8_t* scales, std
          reinterpret_cast<std::uintptr_t>(scales) % 4 == 0 && n <= std::int64_t{65535} * kRows;
 }
 
-// Measured on H200 (graph us, the best K split of each; docs/perf-cuda.md 22, 25 and 26,
-// bench/results/*ws-sweep*): up to 64 rows the wg kernel at bn 64 (64 x 4096^2 13.7 against ws
-// 15.9, 64 x 14336 x 4096 38.1 against 46.1); above, the ws kernel at bn 128 up to 128 rows
-// (96 / 128 x 4096^2 16.3 / 17.7 against wg 17.8 / 19.2) and bn 256 beyond (256 x 14336 x 4096
-// 59.4 against wg 80.8; 256 x 4096 x 14336 52.8 against 79.3). K split: the largest
-// power of two (>= 8 stages = 512 k each) that keeps the grid within one block per SM; at bn 64
-// that took Llama-3-8B decode at B = 64 from 5.39 to 5.21 ms per step (docs/perf-cuda.md 25.2).
+// The smallest block shape that holds M (graph us, H200, docs/perf-cuda.md 26 and 28,
+// bench/results/*ws-sweep*, *ws64*): bn 64 up to 64 rows (64 x 14336 x 4096 33.9 against 38.3
+// for the two-warpgroup kernel it replaced, 64 x 4096^2 12.9 against 13.8), bn 128 up to 128
+// (96 / 128 x 4096^2 16.3 / 17.7) and bn 256 beyond (256 x 14336 x 4096 59.4). K split: the
+// largest power of two (>= 8 stages = 512 k each) that keeps the grid within one block per SM;
+// the sweeps' best split at each of the 16 shapes swept on 2026-12-01 (bn 64: 12, bn 128/256: 4).
 WgemmTile wgemm_pick_tile(int sms, std::int64_t n, std::int64_t k, std::int64_t m) {
   WgemmTile t;
-  t.ws = m > 64;
-  t.bn = t.ws ? (m <= 128 ? 128 : 256) : 64;
+  t.bn = m <= 64 ? 64 : (m <= 128 ? 128 : 256);
   const std::int64_t blocks = ((n + kRows - 1) / kRows) * ((m + t.bn - 1) / t.bn);
   const std::int64_t need = std::max<std::int64_t>(1, std::max(sms, 1) / blocks);  // one block per SM
   const std::int64_t stages = k / kStageK;
@@ -640,15 +504,17 @@ std::size_t wgemm_workspace_bytes(const GemvArgs& a, const WgemmTile& t) {
 }
 
 cudaError_t gemm_nvfp4_sm90_wgmma(const GemvArgs& a, const WgemmTile& t, void* workspace, cudaStream_t stream) {
-  if (t.ws) {
-    if (a.a_f16) return t.bn == 128 ? launch_ws<128, true>(a, t, workspace, stream) : launch_ws<256, true>(a, t, workspace, stream);
-    return t.bn == 128 ? launch_ws<128, false>(a, t, workspace, stream) : launch_ws<256, false>(a, t, workspace, stream);
-  }
-  return a.a_f16 ? launch_wg<64, true>(a, t, workspace, stream) : launch_wg<64, false>(a, t, workspace, stream);
+  if (a.a_f16)
+    return t.bn == 64    ? launch_ws<64, true>(a, t, workspace, stream)
+           : t.bn == 128 ? launch_ws<128, true>(a, t, workspace, stream)
+                         : launch_ws<256, true>(a, t, workspace, stream);
+  return t.bn == 64    ? launch_ws<64, false>(a, t, workspace, stream)
+         : t.bn == 128 ? launch_ws<128, false>(a, t, workspace, stream)
+                       : launch_ws<256, false>(a, t, workspace, stream);
 }
 
 std::string gemm_nvfp4_sm90_wgmma_name(const WgemmTile& t) {
-  return std::string(t.ws ? "gemm_nvfp4_sm90_ws_r" : "gemm_nvfp4_sm90_wg_r") + std::to_string(kRows) + "_m" + std::to_string(t.bn);
+  return "gemm_nvfp4_sm90_ws_r" + std::to_string(kRows) + "_m" + std::to_string(t.bn);
 }
 
 }  // namespace nvfp4::cuda

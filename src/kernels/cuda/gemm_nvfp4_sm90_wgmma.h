@@ -1,8 +1,9 @@
-// kernels/cuda/gemm_nvfp4_sm90_wgmma.h -- internal launch interface of the wgmma GEMMs ("wg", "ws") on
-// the canonical checkpoint layout: batched decode and short prefills (M = 17..256, kWgemmMaxRows
-// in matmul_cuda.h) with bf16 or fp16 activations on Hopper. The weights are read as they are stored (no
-// repack) and decoded in registers straight into wgmma's A fragments; the activations are wgmma's
-// B operand in shared memory. No validation here: the API layer (matmul_cuda.cu) validates once
+// kernels/cuda/gemm_nvfp4_sm90_wgmma.h -- internal launch interface of the wgmma GEMM ("ws": a
+// producer warpgroup and two consumer warpgroups) on the canonical checkpoint layout: batched
+// decode and short prefills (M = 17..256, kWgemmMaxRows in matmul_cuda.h) with bf16 or fp16
+// activations on Hopper. The weights are read as they are stored (no repack) and decoded in
+// registers straight into wgmma's A fragments; the activations are wgmma's B operand in shared
+// memory. No validation here: the API layer (matmul_cuda.cu) validates once
 // and throws.
 #pragma once
 
@@ -17,16 +18,12 @@
 namespace nvfp4::cuda {
 
 // Block shape: a block owns 128 weight rows (output columns) and
-//   ws:      false: the wg kernel (2 warpgroups that copy and compute, 2 blocks per SM);
-//            true: the warp-specialized ws kernel (a TMA / cp.async producer warpgroup and 2
-//            consumer warpgroups, 1 block per SM);
-//   bn:      activation rows per block (the wgmma's N): 64 for wg, 128 or 256 for ws;
+//   bn:      activation rows per block (the wgmma's N): 64, 128 or 256;
 //   k_split: blocks per output tile along K, 1..64; > 1 writes fp32 partials that a second
 //            kernel sums in split order (deterministic), as the repacked GEMM does.
 struct WgemmTile {
   int bn = 64;
   int k_split = 1;
-  bool ws = false;
 };
 
 bool wgemm_tile_valid(const WgemmTile& t);
