@@ -174,8 +174,8 @@ __device__ __forceinline__ BlockTile block_tile(const GemvArgs& p, int k_split) 
   return b;
 }
 
-// A warp's share of one stage in the ring (both kernels): `stage_w` is the stage's weight block,
-// whose row r holds 32 packed bytes at 48 r and its 4 raw E4M3 scales at 48 r + 32.
+// A warp's share of one stage in the ring: `stage_w` is the stage's weight block, whose row r
+// holds 32 packed bytes at 48 r and its 4 raw E4M3 scales at 48 r + 32.
 //
 // This warp's 16 rows x 4 raw scales -> bf16 |scale| * 2^119 or fp16 |scale| * 2^7 (exact; NaN
 // stays NaN), two per lane, into `buf`: row r holds blocks 0..3. Each warp converts only the
