@@ -1503,8 +1503,9 @@ TEST(CudaWgemm, PublicRoute) {
 }
 
 // The built-in wgmma-GEMM choice (host code, runs without a GPU): bn 64 up to 64 rows, 128 up to
-// 128 and 256 up to 256; the K split fills one block per SM with >= 8 stages per split. The K
-// splits are the ones the H200 sweeps measured best (docs/perf-cuda.md 25-26, 28).
+// 128 and 256 up to 256 (128 where a bn 256 grid fills under half the SMs and bn 128 fills more);
+// the K split fills one block per SM with >= 8 stages per split. The K splits are the ones the
+// H200 sweeps measured best (docs/perf-cuda.md 25-26, 28).
 TEST(CudaWgemm, PickTileRule) {
   struct Case {
     std::int64_t m, n, k;
@@ -1514,7 +1515,8 @@ TEST(CudaWgemm, PickTileRule) {
       {17, 4096, 4096, 64, 4},    {64, 4096, 4096, 64, 4},     {64, 14336, 4096, 64, 1},  {64, 4096, 14336, 64, 4},
       {64, 1024, 4096, 64, 8},    {56, 6144, 4096, 64, 2},     {65, 4096, 4096, 128, 4},  {128, 4096, 4096, 128, 4},
       {128, 14336, 4096, 128, 1}, {128, 1024, 4096, 128, 8},   {129, 4096, 4096, 256, 4}, {256, 4096, 14336, 256, 4},
-      {256, 14336, 4096, 256, 1}, {200, 4096, 512, 256, 1},    {128, 128256, 4096, 128, 1},
+      {256, 14336, 4096, 256, 1}, {200, 4096, 512, 128, 1},    {128, 128256, 4096, 128, 1}, {256, 1024, 4096, 128, 8},
+      {96, 6144, 4096, 128, 2},   {256, 6144, 4096, 256, 2},
   };
   for (const Case& c : cases) {
     const cuda::WgemmTile t = cuda::wgemm_pick_tile(132, c.n, c.k, c.m);

@@ -488,14 +488,29 @@ bool wgemm_supported(const std::uint8_t* packed, const std::uint8_t* scales, std
 // largest power of two (>= 8 stages = 512 k each) that keeps the grid within one block per SM;
 // the sweeps' best split at each of the 16 shapes swept on 2026-12-01 (bn 64: 12, bn 128/256: 4).
 WgemmTile wgemm_pick_tile(int sms, std::int64_t n, std::int64_t k, std::int64_t m) {
-  WgemmTile t;
-  t.bn = m <= 64 ? 64 : (m <= 128 ? 128 : 256);
-  const std::int64_t blocks = ((n + kRows - 1) / kRows) * ((m + t.bn - 1) / t.bn);
-  const std::int64_t need = std::max<std::int64_t>(1, std::max(sms, 1) / blocks);  // one block per SM
+  sms = std::max(sms, 1);
   const std::int64_t stages = k / kStageK;
-  std::int64_t ks = 1;
-  while (ks * 2 <= need && ks * 2 * 8 <= stages && ks < 64) ks *= 2;
-  t.k_split = static_cast<int>(ks);
+  auto with_split = [&](int bn) {
+    WgemmTile t;
+    t.bn = bn;
+    const std::int64_t blocks = ((n + kRows - 1) / kRows) * ((m + bn - 1) / bn);
+    const std::int64_t need = std::max<std::int64_t>(1, sms / blocks);  // one block per SM
+    std::int64_t ks = 1;
+    while (ks * 2 <= need && ks * 2 * 8 <= stages && ks < 64) ks *= 2;
+    t.k_split = static_cast<int>(ks);
+    return t;
+  };
+  auto filled = [&](const WgemmTile& t) { return ((n + kRows - 1) / kRows) * ((m + t.bn - 1) / t.bn) * t.k_split; };
+  WgemmTile t = with_split(m <= 64 ? 64 : (m <= 128 ? 128 : 256));
+  // bn 256 whose grid fills under half the SMs even at its K split (few weight rows: Llama's k/v
+  // at 1024 x 4096) takes bn 128 if that fills more: 256 x 1024 x 4096 11.1 against 15.4 us, and
+  // batched decode at B = 256 -1.2%. Not from 128 to 64: there each such linear ran 11% faster
+  // alone (128 x 1024 x 4096 8.9 against 10.0 us), but the decode step at B = 96 / 128 measured
+  // +0.75% / +0.3% (docs/perf-cuda.md 28).
+  if (t.bn == 256 && 2 * filled(t) < sms) {
+    const WgemmTile half = with_split(128);
+    if (filled(half) > filled(t)) t = half;
+  }
   return t;
 }
 
