@@ -349,13 +349,15 @@ std::vector<Row> run_cuda(const Options& opts) {
       if (const char* sw = std::getenv("NVFP4_BENCH_WG_SWEEP");
           sw && (*sw == '1' || std::strcmp(sw, "ws") == 0) && dt == DType::kBF16 &&
           cuda::wgemm_supported(wview(0).packed, wview(0).scales, s.n, s.k))
-        for (const int bn : {64, 128, 256})
-          for (const int ks : {1, 2, 4, 8}) {
-            const cuda::WgemmTile t{bn, ks};
-            if (ks > 1 && ks * 8 > s.k / 64) continue;  // < 8 stages per split
-            variant_row("nvfp4_ws_sweep", "_ks" + std::to_string(ks),
-                        [&](std::size_t c, std::string* kname) { cuda::quantized_matmul_wgemm(xv, wview(c), yv, st, &t, kname); });
-          }
+        for (const int consumers : {2, 3})
+          for (const int bn : {64, 128, 256})
+            for (const int ks : {1, 2, 3, 4, 6, 8}) {
+              const cuda::WgemmTile t{bn, ks, consumers};
+              if (!cuda::wgemm_tile_valid(t) || (ks > 1 && ks * 8 > s.k / 64)) continue;  // < 8 stages per split
+              if (consumers == 2 && (ks == 3 || ks == 6)) continue;  // the built-in rule gives them powers of two
+              variant_row("nvfp4_ws_sweep", "_ks" + std::to_string(ks),
+                          [&](std::size_t c, std::string* kname) { cuda::quantized_matmul_wgemm(xv, wview(c), yv, st, &t, kname); });
+            }
     }
     if (const char* lg = std::getenv("NVFP4_BENCH_LEGACY"); lg && *lg == '1') {
       // Side-by-side: the first (B = weights) kernel with the same table tile, same weights and

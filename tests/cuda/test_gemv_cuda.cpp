@@ -1351,7 +1351,7 @@ void run_wgemm(const CanonWeight& dw, const Tensor& x, Tensor& y, std::int64_t m
 }
 
 std::string wg_tile_name(const cuda::WgemmTile* t) {
-  return t ? "bn" + std::to_string(t->bn) + "/ks" + std::to_string(t->k_split)
+  return t ? "bn" + std::to_string(t->bn) + "/ks" + std::to_string(t->k_split) + "/c" + std::to_string(t->consumers)
            : std::string("built-in");
 }
 
@@ -1363,9 +1363,11 @@ std::string wg_tile_name(const cuda::WgemmTile* t) {
 // copy.
 TEST(CudaWgemm, OneHotOracleEveryTileDeterministic) {
   REQUIRE_GPU();
-  // bn 64 / 128 / 256, K splits 1..64 (tiles[2]: the padded rows; [3], [7]: graphs).
-  const cuda::WgemmTile tiles[] = {{64, 1},   {64, 64}, {128, 3}, {64, 7},
-                                   {128, 64}, {128, 1}, {256, 1}, {256, 3}, {64, 5}};
+  // bn 64 / 128 / 256, K splits 1..64, two or three consumer warpgroups (tiles[2]: the padded
+  // rows; [3], [7], [9]: graphs).
+  const cuda::WgemmTile tiles[] = {{64, 1},   {64, 64}, {128, 3}, {64, 7},    {128, 64},
+                                   {128, 1},  {256, 1}, {256, 3}, {64, 5},    {128, 6, 3},
+                                   {64, 1, 3}, {64, 6, 3}, {128, 1, 3}};
   for (auto nk : {std::pair<std::int64_t, std::int64_t>{16, 64}, {48, 256}, {300, 4096}, {1040, 1024}}) {
     const std::int64_t n = nk.first, k = nk.second;
     const std::uint64_t seed = 9090 + n * 7 + k;
@@ -1419,6 +1421,10 @@ TEST(CudaWgemm, OneHotOracleEveryTileDeterministic) {
                                       [&](const MatrixView& xv, const MatrixView& yv, cudaStream_t st) {
                                         cuda::quantized_matmul_wgemm(xv, dw.view(), yv, st, &tiles[7]);
                                       });
+    expect_stream_and_graph_identical(qw, random_x(DType::kBF16, 48, k, seed + 7), "wgemm ws 3 consumers",
+                                      [&](const MatrixView& xv, const MatrixView& yv, cudaStream_t st) {
+                                        cuda::quantized_matmul_wgemm(xv, dw.view(), yv, st, &tiles[9]);
+                                      });
   }
   // A bad block shape, fp32 rows, K % 64 != 0 and a misaligned packed base are errors naming the call.
   const QuantizedWeight qw = random_weight(32, 128, 3);
@@ -1426,7 +1432,8 @@ TEST(CudaWgemm, OneHotOracleEveryTileDeterministic) {
   const Tensor x = random_x(DType::kBF16, 20, 128, 3);
   Tensor y = nan_tensor(DType::kBF16, 20, 32);
   for (const cuda::WgemmTile bad : {cuda::WgemmTile{96, 1}, cuda::WgemmTile{64, 0}, cuda::WgemmTile{64, 65},
-                                    cuda::WgemmTile{32, 1}, cuda::WgemmTile{512, 1}, cuda::WgemmTile{256, 65}})
+                                    cuda::WgemmTile{32, 1}, cuda::WgemmTile{512, 1}, cuda::WgemmTile{256, 65},
+                                    cuda::WgemmTile{256, 1, 3}, cuda::WgemmTile{64, 1, 4}, cuda::WgemmTile{64, 1, 1}})
     EXPECT_THROW(run_wgemm(dw, x, y, 20, &bad), Error);
   const Tensor xf = random_x(DType::kF32, 20, 128, 3);
   Tensor yf = nan_tensor(DType::kF32, 20, 32);
@@ -1462,7 +1469,8 @@ TEST(CudaWgemm, SmallRunsForTheSanitizers) {
     // K split 3 (6 stages, the ring does not wrap) and 1 (16 stages: every ring wraps, so the
     // slots are refilled behind the consumers' releases).
     for (const cuda::WgemmTile t : {cuda::WgemmTile{64, 3}, cuda::WgemmTile{64, 1}, cuda::WgemmTile{128, 3},
-                                    cuda::WgemmTile{128, 1}, cuda::WgemmTile{256, 1}}) {
+                                    cuda::WgemmTile{128, 1}, cuda::WgemmTile{256, 1}, cuda::WgemmTile{64, 1, 3},
+                                    cuda::WgemmTile{128, 3, 3}}) {
       Tensor y = nan_tensor(dt, m, n);
       run_wgemm(dw, x, y, m, &t);
       Tensor xc = x;
@@ -1504,19 +1512,22 @@ TEST(CudaWgemm, PublicRoute) {
 
 // The built-in wgmma-GEMM choice (host code, runs without a GPU): bn 64 up to 64 rows, 128 up to
 // 128 and 256 up to 256 (128 where a bn 256 grid fills under half the SMs and bn 128 fills more);
-// the K split fills one block per SM with >= 8 stages per split. The K splits are the ones the
-// H200 sweeps measured best (docs/perf-cuda.md 25-26, 28).
+// the K split fills one block per SM with >= 8 stages per split; three consumer warpgroups where
+// they fill the GPU much better (6144 x 4096). The choices are the ones the H200 sweeps and A/Bs
+// measured best (docs/perf-cuda.md 25-26, 28).
 TEST(CudaWgemm, PickTileRule) {
   struct Case {
     std::int64_t m, n, k;
-    int bn, k_split;
+    int bn, k_split, consumers;
   };
   const Case cases[] = {
-      {17, 4096, 4096, 64, 4},    {64, 4096, 4096, 64, 4},     {64, 14336, 4096, 64, 1},  {64, 4096, 14336, 64, 4},
-      {64, 1024, 4096, 64, 8},    {56, 6144, 4096, 64, 2},     {65, 4096, 4096, 128, 4},  {128, 4096, 4096, 128, 4},
-      {128, 14336, 4096, 128, 1}, {128, 1024, 4096, 128, 8},   {129, 4096, 4096, 256, 4}, {256, 4096, 14336, 256, 4},
-      {256, 14336, 4096, 256, 1}, {200, 4096, 512, 128, 1},    {128, 128256, 4096, 128, 1}, {256, 1024, 4096, 128, 8},
-      {96, 6144, 4096, 128, 2},   {256, 6144, 4096, 256, 2},
+      {17, 4096, 4096, 64, 4, 2},      {64, 4096, 4096, 64, 4, 2},     {64, 14336, 4096, 64, 1, 2},
+      {64, 4096, 14336, 64, 4, 2},     {64, 1024, 4096, 64, 8, 2},     {56, 6144, 4096, 64, 4, 3},
+      {65, 4096, 4096, 128, 4, 2},     {128, 4096, 4096, 128, 4, 2},   {128, 14336, 4096, 128, 1, 2},
+      {128, 1024, 4096, 128, 8, 2},    {129, 4096, 4096, 256, 4, 2},   {256, 4096, 14336, 256, 4, 2},
+      {256, 14336, 4096, 256, 1, 2},   {200, 4096, 512, 128, 1, 2},    {128, 128256, 4096, 128, 1, 2},
+      {256, 1024, 4096, 128, 8, 2},    {96, 6144, 4096, 128, 4, 3},    {256, 6144, 4096, 256, 2, 2},
+      {64, 28672, 4096, 64, 1, 2},     {64, 128256, 4096, 64, 1, 2},
   };
   for (const Case& c : cases) {
     const cuda::WgemmTile t = cuda::wgemm_pick_tile(132, c.n, c.k, c.m);
@@ -1524,6 +1535,7 @@ TEST(CudaWgemm, PickTileRule) {
     EXPECT_TRUE(cuda::wgemm_tile_valid(t)) << what;
     EXPECT_EQ(t.bn, c.bn) << what;
     EXPECT_EQ(t.k_split, c.k_split) << what;
+    EXPECT_EQ(t.consumers, c.consumers) << what;
   }
 }
 
@@ -1538,7 +1550,8 @@ TEST(CudaWgemm, NonFiniteActivationsPropagateLikeTheOracle) {
   const QuantizedWeight qw = random_weight(n, k, seed);
   const CanonWeight dw(qw);
   for (const DType dt : {DType::kBF16, DType::kF16})
-    for (const cuda::WgemmTile t : {cuda::WgemmTile{64, 1}, cuda::WgemmTile{128, 3}, cuda::WgemmTile{256, 2}}) {
+    for (const cuda::WgemmTile t : {cuda::WgemmTile{64, 1}, cuda::WgemmTile{128, 3}, cuda::WgemmTile{256, 2},
+                                    cuda::WgemmTile{64, 2, 3}}) {
       const Tensor x = with_non_finite_rows(random_x(dt, m, k, seed + 1));
       Tensor y = nan_tensor(dt, m, n);
       run_wgemm(dw, x, y, m, &t);

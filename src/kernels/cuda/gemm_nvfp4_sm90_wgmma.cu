@@ -51,15 +51,16 @@
 namespace nvfp4::cuda {
 namespace {
 
-constexpr int kRows = 128;            // weight rows (output columns) per block
+// Weight rows (output columns) per block: 64 per consumer warpgroup (WgemmTile::consumers).
+__host__ __device__ constexpr int ws_rows(int consumers) { return 64 * consumers; }
+constexpr int kMinRows = 128;  // two consumer warpgroups
 constexpr int kStageK = 64;           // k per stage: 4 wgmma k16 steps, one 128-byte activation row
 // Weight row r of a stage: 32 packed bytes at 48 r, its 4 raw E4M3 scales at 48 r + 32. The
 // pitch of 48 puts the lanes' 16-byte reads of 8 consecutive rows on distinct banks.
 constexpr int kPackedPitch = 48;
-constexpr int kPackedBytes = kRows * kPackedPitch;
 
-__host__ __device__ constexpr int stage_bytes(int bn) {
-  return (bn * 128 + kPackedBytes + 1023) / 1024 * 1024;  // activations stay 1024-aligned
+__host__ __device__ constexpr int stage_bytes(int bn, int consumers) {
+  return (bn * 128 + ws_rows(consumers) * kPackedPitch + 1023) / 1024 * 1024;  // activations stay 1024-aligned
 }
 constexpr int kScaleBufBytes = 2 * 16 * 8;  // per warp: 2 buffers x 16 rows x 4 blocks of bf16
 
@@ -162,14 +163,14 @@ struct BlockTile {
   std::int64_t n0;
   int m0, s_beg, nst;
 };
-template <int BN>
+template <int BN, int ROWS>
 __device__ __forceinline__ BlockTile block_tile(const GemvArgs& p, int k_split) {
   const int stages = static_cast<int>(p.k / kStageK);
   const int per = (stages + k_split - 1) / k_split;
   BlockTile b;
   b.s_beg = min(stages, static_cast<int>(blockIdx.z) * per);
   b.nst = min(stages, b.s_beg + per) - b.s_beg;
-  b.n0 = static_cast<std::int64_t>(blockIdx.y) * kRows;
+  b.n0 = static_cast<std::int64_t>(blockIdx.y) * ROWS;
   b.m0 = static_cast<int>(blockIdx.x) * BN;
   return b;
 }
@@ -257,11 +258,15 @@ __device__ __forceinline__ void store_accumulators(const float (&acc)[BN / 2], c
 // computed, one __syncthreads per stage): 7-33% faster from 96 to 256 rows, 4-12% at 17-64
 // rows (bn 64); Llama-3-8B batched decode at B = 128 7.12 -> 5.83 ms per step, at B = 64 5.20 ->
 // 4.72 (docs/perf-cuda.md 26, 28).
-constexpr int kWsThreads = 384;  // producer warpgroup + 2 consumer warpgroups
-__host__ __device__ constexpr int ws_stages(int bn) { return bn == 256 ? 5 : 9; }
-__host__ __device__ constexpr int ws_smem_bytes(int bn) {
-  return ws_stages(bn) * stage_bytes(bn) + 8 * kScaleBufBytes + 2 * ws_stages(bn) * 8 + 1024;
+__host__ __device__ constexpr int ws_threads(int consumers) { return 128 * (1 + consumers); }  // + the producer
+__host__ __device__ constexpr int ws_stages(int bn, int consumers) { return bn == 256 ? 5 : (consumers == 3 ? 8 : 9); }
+__host__ __device__ constexpr int ws_smem_bytes(int bn, int consumers) {
+  return ws_stages(bn, consumers) * stage_bytes(bn, consumers) + 4 * consumers * kScaleBufBytes +
+         2 * ws_stages(bn, consumers) * 8 + 1024;
 }
+static_assert(ws_smem_bytes(64, 3) <= 227 * 1024 && ws_smem_bytes(128, 3) <= 227 * 1024 &&
+                  ws_smem_bytes(128, 2) <= 227 * 1024 && ws_smem_bytes(256, 2) <= 227 * 1024,
+              "the ring must fit the 227 KB a block may use");
 
 __device__ __forceinline__ void mbar_init(std::uint32_t a, std::uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(a), "r"(count) : "memory");
@@ -293,23 +298,24 @@ __device__ __forceinline__ void cp_async_mbar_arrive(std::uint32_t a) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(a) : "memory");
 }
 
-template <int BN, bool F16>
-__global__ void __launch_bounds__(kWsThreads, 1)
+template <int BN, bool F16, int C>
+__global__ void __launch_bounds__(ws_threads(C), 1)
     gemm_nvfp4_ws_kernel(GemvArgs p, int k_split, float* ws, const __grid_constant__ CUtensorMap act_map) {
-  constexpr int kStage = stage_bytes(BN), kStages = ws_stages(BN);
+  static_assert(C == 2 || (C == 3 && BN <= 128), "three consumer warpgroups only at bn 64 / 128");
+  constexpr int kStage = stage_bytes(BN, C), kStages = ws_stages(BN, C), kRows = ws_rows(C);
   extern __shared__ __align__(1024) std::uint8_t smem_raw[];
   const int tid = threadIdx.x, lane = tid & 31;
   std::uint32_t base;
   std::uint8_t* const smem = aligned_smem(smem_raw, &base);
   const std::uint32_t full0 = base + kStages * kStage, empty0 = full0 + 8 * kStages;
-  const BlockTile bt = block_tile<BN>(p, k_split);
+  const BlockTile bt = block_tile<BN, kRows>(p, k_split);
   const int s_beg = bt.s_beg, nst = bt.nst, m0 = bt.m0;
   const std::int64_t n0 = bt.n0;
 
   if (tid == 0)
     for (int s = 0; s < kStages; ++s) {
       mbar_init(full0 + 8 * s, 129);  // the producer warpgroup's 128 cp.async arrivals + the TMA's expect_tx
-      mbar_init(empty0 + 8 * s, 256);  // every consumer thread
+      mbar_init(empty0 + 8 * s, 128 * C);  // every consumer thread
     }
   __syncthreads();
   pdl_launch_dependents();
@@ -322,14 +328,24 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     // cp.async per thread and stage, each with its own address arithmetic, the producer warps
     // were the bottleneck at BN = 256 (ncu: consumers waited on the full barrier, the producer's
     // copies stalled on their address registers; docs/perf-cuda.md 26).
-    if constexpr (BN == 256) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if constexpr (BN == 256 || (BN == 128 && C == 3)) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    // This thread's weight chunks: rows pr + 64 j, half tid & 1; its scale words: rows tid + 128 j.
+    constexpr int kWChunks = kRows / 64, kSWords = (kRows + 127) / 128;
     const int pr = tid >> 1;
-    const bool w_ok0 = n0 + pr < p.n, w_ok1 = n0 + 64 + pr < p.n;
-    const std::uint8_t* const w_src0 = p.packed + (w_ok0 ? n0 + pr : 0) * (p.k / 2) + (tid & 1) * 16;
-    const std::uint8_t* const w_src1 = p.packed + (w_ok1 ? n0 + 64 + pr : 0) * (p.k / 2) + (tid & 1) * 16;
+    bool w_ok[kWChunks], s_ok[kSWords];
+    const std::uint8_t* w_src[kWChunks];
+    const std::uint8_t* s_src[kSWords];
+#pragma unroll
+    for (int j = 0; j < kWChunks; ++j) {
+      w_ok[j] = n0 + pr + 64 * j < p.n;
+      w_src[j] = p.packed + (w_ok[j] ? n0 + pr + 64 * j : 0) * (p.k / 2) + (tid & 1) * 16;
+    }
+#pragma unroll
+    for (int j = 0; j < kSWords; ++j) {
+      s_ok[j] = tid + 128 * j < kRows && n0 + tid + 128 * j < p.n;
+      s_src[j] = p.scales + (s_ok[j] ? n0 + tid + 128 * j : 0) * (p.k / 16);
+    }
     const std::uint32_t w_dst = BN * 128 + pr * kPackedPitch + (tid & 1) * 16;
-    const bool s_ok = n0 + tid < p.n;
-    const std::uint8_t* const s_src = p.scales + (s_ok ? n0 + tid : 0) * (p.k / 16);
     const std::uint32_t s_dst = BN * 128 + tid * kPackedPitch + 32;
     int slot = 0;
     std::uint32_t phase = 0;
@@ -342,9 +358,11 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         mbar_arrive_expect_tx(full0 + 8 * slot, BN * 128);
         tma_load_2d(st, &act_map, static_cast<int>(kst * kStageK), m0, full0 + 8 * slot);
       }
-      cp_async16(st + w_dst, w_src0 + kst * 32, w_ok0);
-      cp_async16(st + w_dst + 64 * kPackedPitch, w_src1 + kst * 32, w_ok1);
-      cp_async4(st + s_dst, s_src + kst * 4, s_ok);
+#pragma unroll
+      for (int j = 0; j < kWChunks; ++j) cp_async16(st + w_dst + 64 * j * kPackedPitch, w_src[j] + kst * 32, w_ok[j]);
+#pragma unroll
+      for (int j = 0; j < kSWords; ++j)
+        if (tid + 128 * j < kRows) cp_async4(st + s_dst + 128 * j * kPackedPitch, s_src[j] + kst * 4, s_ok[j]);
       cp_async_mbar_arrive(full0 + 8 * slot);
       if (++slot == kStages) {
         slot = 0;
@@ -355,8 +373,11 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     return;
   }
 
-  // Consumers: warp cw (0..7) owns weight rows 16 cw .. 16 cw + 15 of the block's 128.
+  // Consumers: warp cw owns weight rows 16 cw .. 16 cw + 15 of the block's kRows. setmaxnreg
+  // moves the producer's registers to them where they need more than 65536 / threads: (65536 -
+  // 128 x 40) / consumer threads, rounded down to a multiple of 8.
   if constexpr (BN == 256) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+  if constexpr (BN == 128 && C == 3) asm volatile("setmaxnreg.inc.sync.aligned.u32 152;");
   const int cw = (tid - 128) >> 5, g = lane >> 2, t = lane & 3;
   std::uint8_t* const sbuf = smem + kStages * kStage + 2 * kStages * 8 + cw * kScaleBufBytes;
   const int wrow0 = cw * 16;
@@ -461,24 +482,33 @@ cudaError_t encode_act_map(const GemvArgs& a, int bn, CUtensorMap* map) {
 
 // Grid: x = activation block (fastest, so the blocks that share a row block's weights run
 // together and the later ones read them from L2), y = row block of 128 weight rows, z = K split.
-template <int BN, bool F16>
+template <int BN, bool F16, int C>
 cudaError_t launch_ws(const GemvArgs& a, const WgemmTile& t, void* workspace, cudaStream_t stream) {
   alignas(64) CUtensorMap map;
   if (const cudaError_t e = encode_act_map(a, BN, &map); e != cudaSuccess) return e;
-  const dim3 grid(static_cast<unsigned>((a.m_rows + BN - 1) / BN), static_cast<unsigned>((a.n + kRows - 1) / kRows),
+  const dim3 grid(static_cast<unsigned>((a.m_rows + BN - 1) / BN), static_cast<unsigned>((a.n + ws_rows(C) - 1) / ws_rows(C)),
                   static_cast<unsigned>(t.k_split));
-  return launch_split_k_gemm(reinterpret_cast<const void*>(gemm_nvfp4_ws_kernel<BN, F16>), grid, dim3(kWsThreads),
-                             ws_smem_bytes(BN), a, t.k_split, workspace, stream, &map);
+  return launch_split_k_gemm(reinterpret_cast<const void*>(gemm_nvfp4_ws_kernel<BN, F16, C>), grid, dim3(ws_threads(C)),
+                             ws_smem_bytes(BN, C), a, t.k_split, workspace, stream, &map);
+}
+template <bool F16>
+cudaError_t launch_ws_tile(const GemvArgs& a, const WgemmTile& t, void* workspace, cudaStream_t stream) {
+  if (t.consumers == 3)
+    return t.bn == 64 ? launch_ws<64, F16, 3>(a, t, workspace, stream) : launch_ws<128, F16, 3>(a, t, workspace, stream);
+  return t.bn == 64    ? launch_ws<64, F16, 2>(a, t, workspace, stream)
+         : t.bn == 128 ? launch_ws<128, F16, 2>(a, t, workspace, stream)
+                       : launch_ws<256, F16, 2>(a, t, workspace, stream);
 }
 }  // namespace
 
 bool wgemm_tile_valid(const WgemmTile& t) {
-  return (t.bn == 64 || t.bn == 128 || t.bn == 256) && t.k_split >= 1 && t.k_split <= 64;
+  return (t.bn == 64 || t.bn == 128 || t.bn == 256) && t.k_split >= 1 && t.k_split <= 64 &&
+         (t.consumers == 2 || (t.consumers == 3 && t.bn <= 128));
 }
 
 bool wgemm_supported(const std::uint8_t* packed, const std::uint8_t* scales, std::int64_t n, std::int64_t k) {
   return n > 0 && k > 0 && k % kStageK == 0 && reinterpret_cast<std::uintptr_t>(packed) % 16 == 0 &&
-         reinterpret_cast<std::uintptr_t>(scales) % 4 == 0 && n <= std::int64_t{65535} * kRows;
+         reinterpret_cast<std::uintptr_t>(scales) % 4 == 0 && n <= std::int64_t{65535} * kMinRows;
 }
 
 // The smallest block shape that holds M (graph us, H200, docs/perf-cuda.md 26 and 28,
@@ -490,17 +520,19 @@ bool wgemm_supported(const std::uint8_t* packed, const std::uint8_t* scales, std
 WgemmTile wgemm_pick_tile(int sms, std::int64_t n, std::int64_t k, std::int64_t m) {
   sms = std::max(sms, 1);
   const std::int64_t stages = k / kStageK;
-  auto with_split = [&](int bn) {
+  auto blocks_of = [&](int bn, int consumers) {
+    return ((n + ws_rows(consumers) - 1) / ws_rows(consumers)) * ((m + bn - 1) / bn);
+  };
+  auto with_split = [&](int bn) {  // two consumer warpgroups, a power-of-two K split
     WgemmTile t;
     t.bn = bn;
-    const std::int64_t blocks = ((n + kRows - 1) / kRows) * ((m + bn - 1) / bn);
-    const std::int64_t need = std::max<std::int64_t>(1, sms / blocks);  // one block per SM
+    const std::int64_t need = std::max<std::int64_t>(1, sms / blocks_of(bn, 2));  // one block per SM
     std::int64_t ks = 1;
     while (ks * 2 <= need && ks * 2 * 8 <= stages && ks < 64) ks *= 2;
     t.k_split = static_cast<int>(ks);
     return t;
   };
-  auto filled = [&](const WgemmTile& t) { return ((n + kRows - 1) / kRows) * ((m + t.bn - 1) / t.bn) * t.k_split; };
+  auto filled = [&](const WgemmTile& t) { return blocks_of(t.bn, t.consumers) * t.k_split; };
   WgemmTile t = with_split(m <= 64 ? 64 : (m <= 128 ? 128 : 256));
   // bn 256 whose grid fills under half the SMs even at its K split (few weight rows: Llama's k/v
   // at 1024 x 4096) takes bn 128 if that fills more: 256 x 1024 x 4096 11.1 against 15.4 us, and
@@ -511,6 +543,25 @@ WgemmTile wgemm_pick_tile(int sms, std::int64_t n, std::int64_t k, std::int64_t 
     const WgemmTile half = with_split(128);
     if (filled(half) > filled(t)) t = half;
   }
+  // Three consumer warpgroups (192 rows per block) at bn 64 / 128, with a K split of any count
+  // that keeps one wave and >= 8 stages per split, where they fill the GPU much better than two.
+  // The estimate is waves x rows x stages per block; three are taken below 0.9x of two. Measured
+  // on H200 (graph us, docs/perf-cuda.md 28): where the grids fill alike they were no faster
+  // (4096 x 4096: 13.6 / 18.3 against 12.8 / 16.9 at M = 64 / 128; estimate 1.03x). Where
+  // two fill 96 of 132 SMs and three 128 they were 20% faster (6144 x 4096, Llama's fused q/k/v:
+  // 16.5 / 20.5 against 20.6 / 25.3 at M = 56 / 96; estimate 0.75x).
+  if (t.bn <= 128) {
+    WgemmTile t3;
+    t3.bn = t.bn;
+    t3.consumers = 3;
+    t3.k_split = static_cast<int>(
+        std::max<std::int64_t>(1, std::min<std::int64_t>({sms / blocks_of(t.bn, 3), stages / 8, 64})));
+    auto est = [&](const WgemmTile& u, double rate) {
+      const std::int64_t waves = (filled(u) + sms - 1) / sms, per = (stages + u.k_split - 1) / u.k_split;
+      return static_cast<double>(waves * ws_rows(u.consumers) * per) / rate;
+    };
+    if (est(t3, 1.0) < 0.9 * est(t, 1.0)) t = t3;
+  }
   return t;
 }
 
@@ -519,17 +570,11 @@ std::size_t wgemm_workspace_bytes(const GemvArgs& a, const WgemmTile& t) {
 }
 
 cudaError_t gemm_nvfp4_sm90_wgmma(const GemvArgs& a, const WgemmTile& t, void* workspace, cudaStream_t stream) {
-  if (a.a_f16)
-    return t.bn == 64    ? launch_ws<64, true>(a, t, workspace, stream)
-           : t.bn == 128 ? launch_ws<128, true>(a, t, workspace, stream)
-                         : launch_ws<256, true>(a, t, workspace, stream);
-  return t.bn == 64    ? launch_ws<64, false>(a, t, workspace, stream)
-         : t.bn == 128 ? launch_ws<128, false>(a, t, workspace, stream)
-                       : launch_ws<256, false>(a, t, workspace, stream);
+  return a.a_f16 ? launch_ws_tile<true>(a, t, workspace, stream) : launch_ws_tile<false>(a, t, workspace, stream);
 }
 
 std::string gemm_nvfp4_sm90_wgmma_name(const WgemmTile& t) {
-  return "gemm_nvfp4_sm90_ws_r" + std::to_string(kRows) + "_m" + std::to_string(t.bn);
+  return "gemm_nvfp4_sm90_ws_r" + std::to_string(ws_rows(t.consumers)) + "_m" + std::to_string(t.bn);
 }
 
 }  // namespace nvfp4::cuda
