@@ -14,7 +14,7 @@
 // per warpgroup and k16 step does 64 x BN x 16 MACs from 4 decoded registers per thread, so the
 // decode's cost per MAC falls by BN / 8 against the rg kernel's mma.sync.
 //
-// Common design (per block: 128 weight rows = output columns, BN activation rows, K in stages
+// Common design (per block: 128 or 192 weight rows = output columns, BN activation rows, K in stages
 // of 64):
 //  * A = weights, from registers. Warp q of a warpgroup owns 16 rows; lane (g, t) holds, per k16
 //    step (= one E2M1 block of 16), the mma.m16n8k16-style fragment: rows g and g+8, k (2t, 2t+1)
@@ -323,8 +323,8 @@ __global__ void __launch_bounds__(ws_threads(C), 1)
 
   if (tid < 128) {
     // Producer. Per stage: the activation tile by one tensor-map copy (thread 0; the 128-byte
-    // swizzle of the map is the one the wgmma descriptor reads), the 128 weight rows' 256 chunks
-    // (2 per thread) and 128 scale words (1) by cp.async. Why TMA for the activations: with 16
+    // swizzle of the map is the one the wgmma descriptor reads), the kRows weight rows' 2 kRows
+    // chunks (2 or 3 per thread) and kRows scale words (1 or 2) by cp.async. Why TMA for the activations: with 16
     // cp.async per thread and stage, each with its own address arithmetic, the producer warps
     // were the bottleneck at BN = 256 (ncu: consumers waited on the full barrier, the producer's
     // copies stalled on their address registers; docs/perf-cuda.md 26).
@@ -481,7 +481,7 @@ cudaError_t encode_act_map(const GemvArgs& a, int bn, CUtensorMap* map) {
 }
 
 // Grid: x = activation block (fastest, so the blocks that share a row block's weights run
-// together and the later ones read them from L2), y = row block of 128 weight rows, z = K split.
+// together and the later ones read them from L2), y = row block of 64 x C weight rows, z = K split.
 template <int BN, bool F16, int C>
 cudaError_t launch_ws(const GemvArgs& a, const WgemmTile& t, void* workspace, cudaStream_t stream) {
   alignas(64) CUtensorMap map;
