@@ -14,8 +14,8 @@
 // per warpgroup and k16 step does 64 x BN x 16 MACs from 4 decoded registers per thread, so the
 // decode's cost per MAC falls by BN / 8 against the rg kernel's mma.sync.
 //
-// Common design (per block: 128 or 192 weight rows = output columns, BN activation rows, K in stages
-// of 64):
+// Common design (per block: 128 or 192 weight rows = output columns, BN activation rows, K in
+// stages of 64):
 //  * A = weights, from registers. Warp q of a warpgroup owns 16 rows; lane (g, t) holds, per k16
 //    step (= one E2M1 block of 16), the mma.m16n8k16-style fragment: rows g and g+8, k (2t, 2t+1)
 //    and (2t+8, 2t+9), which in the canonical layout are byte t of the block's two 4-byte words.
