@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/hwy_register_block.h"
 #include "kernels/cpu/kernels_cpu.h"
 #include "kernels/cpu/parallel_for.h"
 #include "kernels/cpu/tuning_cpu.h"
@@ -34,9 +35,8 @@ using VF = hn::Vec<DF>;
 constexpr int kMR = HWY_MAX_BYTES >= 64 ? 8 : 4;
 constexpr int kMaxNR = 2 * HWY_MAX_BYTES / 4;  // NR = 2 vectors of fp32
 
-// The MR x 2 register block is named variables, c0_i / c1_i for row i < MR (SVE vectors are
-// sizeless types: no arrays of them); rows past MR are never touched (if constexpr).
-#define NVFP4_X8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+// The MR x 2 register block is named variables (hwy_register_block.h), c0_i / c1_i for row
+// i < MR; rows past MR are never touched (if constexpr).
 template <int MR>
 HWY_INLINE void Ukernel(const float* A, std::int64_t lda, const float* B, std::int64_t L,
                         std::int64_t kc, float* C, std::int64_t ldc) {

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/hwy_register_block.h"
 #include "kernels/cpu/kernels_cpu.h"
 #include "kernels/cpu/parallel_for.h"
 #include "kernels/cpu/tuning_cpu.h"
@@ -94,11 +95,9 @@ struct GemvCtx {
   std::int64_t nch;       // full chunks per row
 };
 
-// SVE vectors are sizeless types, which cannot be array elements (nor struct members), so the
-// register blocks are named variables: accumulator slot i = m * NR + r (i < MR * NR <= 8) and
-// partial sum m (m < MR <= 8). Slots past the block are never touched (if constexpr); on the
-// fixed-width targets the code is what the former arrays compiled to.
-#define NVFP4_X8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+// The register blocks are named variables (hwy_register_block.h): accumulator slot i = m * NR + r
+// (i < MR * NR <= 8) and partial sum m (m < MR <= 8). Slots past the block are never touched
+// (if constexpr).
 #define NVFP4_SLOT_ARGS acc0, acc1, acc2, acc3, acc4, acc5, acc6, acc7
 
 template <int I>

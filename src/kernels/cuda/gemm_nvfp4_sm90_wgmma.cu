@@ -1,7 +1,7 @@
 // kernels/cuda/gemm_nvfp4_sm90_wgmma.cu -- the wgmma GEMM ("ws") on the canonical checkpoint
 // layout, for batched decode and short prefills with bf16 or fp16 activations (M = 17..256) on
-// Hopper: warp-specialized, a producer warpgroup and two consumer warpgroups, 64, 128 or 256
-// activation rows per block. (A first kernel, "wg", with two warpgroups that both copied and
+// Hopper: warp-specialized, a producer warpgroup and two or three consumer warpgroups, 64, 128
+// or 256 activation rows per block. (A first kernel, "wg", with two warpgroups that both copied and
 // computed, ran M <= 64 until the ws kernel at 64 rows measured 4-12% faster at every shape;
 // docs/perf-cuda.md 22, 28.)
 //
@@ -9,7 +9,7 @@
 // and run cuBLAS (gemm_nvfp4_cublas.h): 0.90x dense bf16, the panel's write and read costing
 // ~10% (docs/perf-cuda.md 17.3). Batched decode on repacked weights (the rg GEMM) runs mma.sync
 // at 200-270 TFLOP/s, latency-bound in its decode -> HMMA chains, slower than dense bf16 beyond
-// ~48 sequences (docs/perf-cuda.md 21). These kernels are the seeds' GEMM that decodes the packed
+// ~48 sequences (docs/perf-cuda.md 21). This kernel is the seeds' GEMM that decodes the packed
 // weight straight into the MMA fragments, built on Hopper's warpgroup MMA: one wgmma.m64nBNk16
 // per warpgroup and k16 step does 64 x BN x 16 MACs from 4 decoded registers per thread, so the
 // decode's cost per MAC falls by BN / 8 against the rg kernel's mma.sync.
@@ -29,9 +29,9 @@
 //  * B = activations, from shared memory: BN rows x 64 k bf16 per stage, 128-byte rows with the
 //    128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)), which wgmma reads
 //    conflict-free; K-major, so no transpose.
-//  * A ring of stages in shared memory: activations, the block's packed weights (128 rows x 32
-//    bytes, row pitch 48: the lanes' reads of 8 rows hit distinct banks) and the raw scales in
-//    each row's padding. Each warp converts the 64 scales of its rows once per stage into bf16
+//  * A ring of stages in shared memory: activations, the block's packed weights (128 or 192 rows
+//    x 32 bytes, row pitch 48: the lanes' reads of 8 rows hit distinct banks) and the raw scales
+//    in each row's padding. Each warp converts the 64 scales of its rows once per stage into bf16
 //    (not 4x per quad in the decode).
 //  * Two A register sets per warpgroup: the decode of stage i + 1 runs while stage i's wgmmas do
 //    (wgmma reads its A registers until it completes).
@@ -303,6 +303,9 @@ __global__ void __launch_bounds__(ws_threads(C), 1)
     gemm_nvfp4_ws_kernel(GemvArgs p, int k_split, float* ws, const __grid_constant__ CUtensorMap act_map) {
   static_assert(C == 2 || (C == 3 && BN <= 128), "three consumer warpgroups only at bn 64 / 128");
   constexpr int kStage = stage_bytes(BN, C), kStages = ws_stages(BN, C), kRows = ws_rows(C);
+  // Registers per consumer thread where they need more than 65536 / threads (0: no setmaxnreg):
+  // (65536 - 128 x 40 of the producer) / consumer threads, rounded down to a multiple of 8.
+  constexpr int kConsumerRegs = BN == 256 ? 232 : (BN == 128 && C == 3 ? 152 : 0);
   extern __shared__ __align__(1024) std::uint8_t smem_raw[];
   const int tid = threadIdx.x, lane = tid & 31;
   std::uint32_t base;
@@ -328,7 +331,7 @@ __global__ void __launch_bounds__(ws_threads(C), 1)
     // cp.async per thread and stage, each with its own address arithmetic, the producer warps
     // were the bottleneck at BN = 256 (ncu: consumers waited on the full barrier, the producer's
     // copies stalled on their address registers; docs/perf-cuda.md 26).
-    if constexpr (BN == 256 || (BN == 128 && C == 3)) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if constexpr (kConsumerRegs > 0) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     // This thread's weight chunks: rows pr + 64 j, half tid & 1; its scale words: rows tid + 128 j.
     constexpr int kWChunks = kRows / 64, kSWords = (kRows + 127) / 128;
     const int pr = tid >> 1;
@@ -342,7 +345,7 @@ __global__ void __launch_bounds__(ws_threads(C), 1)
     }
 #pragma unroll
     for (int j = 0; j < kSWords; ++j) {
-      s_ok[j] = tid + 128 * j < kRows && n0 + tid + 128 * j < p.n;
+      s_ok[j] = n0 + tid + 128 * j < p.n;  // rows past kRows are not copied at all (below)
       s_src[j] = p.scales + (s_ok[j] ? n0 + tid + 128 * j : 0) * (p.k / 16);
     }
     const std::uint32_t w_dst = BN * 128 + pr * kPackedPitch + (tid & 1) * 16;
@@ -373,11 +376,8 @@ __global__ void __launch_bounds__(ws_threads(C), 1)
     return;
   }
 
-  // Consumers: warp cw owns weight rows 16 cw .. 16 cw + 15 of the block's kRows. setmaxnreg
-  // moves the producer's registers to them where they need more than 65536 / threads: (65536 -
-  // 128 x 40) / consumer threads, rounded down to a multiple of 8.
-  if constexpr (BN == 256) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-  if constexpr (BN == 128 && C == 3) asm volatile("setmaxnreg.inc.sync.aligned.u32 152;");
+  // Consumers: warp cw owns weight rows 16 cw .. 16 cw + 15 of the block's kRows.
+  if constexpr (kConsumerRegs > 0) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kConsumerRegs));
   const int cw = (tid - 128) >> 5, g = lane >> 2, t = lane & 3;
   std::uint8_t* const sbuf = smem + kStages * kStage + 2 * kStages * 8 + cw * kScaleBufBytes;
   const int wrow0 = cw * 16;
