@@ -1480,6 +1480,52 @@ TEST(CudaWgemm, SmallRunsForTheSanitizers) {
   }
 }
 
+// The wgmma GEMM's staged epilogue (no K split) at its edges: N not a multiple of 4 (the last
+// 4-output group of a row partly past N), output row strides that are not a multiple of 4 and an
+// output base 2 bytes off 8-byte alignment (no vector stores), a partial activation block. Every
+// output matches the oracle and nothing outside the output view is written.
+TEST(CudaWgemm, EpilogueEdgesAndStrides) {
+  REQUIRE_GPU();
+  const cuda::WgemmTile tiles[] = {{64, 1}, {128, 1}, {256, 1}, {64, 1, 3}, {128, 1, 3}};
+  for (const std::int64_t n : {130, 257}) {
+    const std::int64_t k = 256;
+    const std::uint64_t seed = 5150 + n;
+    SCOPED_TRACE("seed " + std::to_string(seed) + " N=" + std::to_string(n));
+    const QuantizedWeight qw = random_weight(n, k, seed);
+    const CanonWeight dw(qw);
+    for (const DType dt : {DType::kBF16, DType::kF16}) {
+      for (const cuda::WgemmTile& t : tiles) {
+        // (rows, output row stride, output offset in elements)
+        for (const auto& [m, ys, off] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{17, n, 0},
+                                          {100, n + 3, 0}, {t.bn == 256 ? 300 : 65, n + 1, 1}}) {
+          const std::string what = std::string(dtype_name(dt)) + " " + wg_tile_name(&t) + " M=" + std::to_string(m) +
+                                   " y stride " + std::to_string(ys) + " offset " + std::to_string(off);
+          const Tensor x = random_x(dt, m, k, seed + m);
+          const std::int64_t total = off + (m - 1) * ys + n + 5;
+          Tensor ybuf(dt, {1, total});
+          for (std::int64_t i = 0; i < total; ++i) ybuf.set(i, -3.25f);  // the sentinel outside the view
+          const DeviceCopy dx(x.data(), x.bytes.size()), dy(ybuf.data(), ybuf.bytes.size());
+          std::string name;
+          cuda::quantized_matmul_wgemm(MatrixView{dx.p, dt, m, k, k}, dw.view(),
+                                       MatrixView{static_cast<char*>(dy.p) + off * dtype_size(dt), dt, m, n, ys}, nullptr, &t,
+                                       &name);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+          dy.back(ybuf.data());
+          int outside = 0;
+          for (std::int64_t i = 0; i < total; ++i) {
+            const std::int64_t j = i - off, r = j / ys, c = j % ys;
+            const bool inside = j >= 0 && r < m && c < n;
+            if (!inside && ybuf.get(i) != -3.25f && ++outside <= 3) ADD_FAILURE() << what << ": wrote element " << i;
+          }
+          EXPECT_EQ(outside, 0) << what;
+          check_against_oracle(MatrixView{const_cast<void*>(x.data()), dt, m, k, k}, qw,
+                               MatrixView{static_cast<char*>(ybuf.data()) + off * dtype_size(dt), dt, m, n, ys}, what);
+        }
+      }
+    }
+  }
+}
+
 // The public call at M > 16: bf16 and fp16 rows with K % 64 == 0 run the wgmma GEMM up to
 // kWgemmMaxRows; fp32 rows, K % 64 != 0 and larger M keep the dense-panel path. Results match
 // the oracle either way.
@@ -1511,7 +1557,7 @@ TEST(CudaWgemm, PublicRoute) {
 }
 
 // The built-in wgmma-GEMM choice (host code, runs without a GPU): bn 64 up to 64 rows, 128 up to
-// 128 and 256 up to 256 (128 where a bn 256 grid fills under half the SMs and bn 128 fills more);
+// 128 and 256 above (128 where a bn 256 grid fills under half the SMs and bn 128 fills more);
 // the K split fills one block per SM with >= 8 stages per split; three consumer warpgroups where
 // they fill the GPU much better (6144 x 4096). The choices are the ones the H200 sweeps and A/Bs
 // measured best (docs/perf-cuda.md 25-26, 28).
@@ -1528,6 +1574,7 @@ TEST(CudaWgemm, PickTileRule) {
       {256, 14336, 4096, 256, 1, 2},   {200, 4096, 512, 128, 1, 2},    {128, 128256, 4096, 128, 1, 2},
       {256, 1024, 4096, 128, 8, 2},    {96, 6144, 4096, 128, 4, 3},    {256, 6144, 4096, 256, 2, 2},
       {64, 28672, 4096, 64, 1, 2},     {64, 128256, 4096, 64, 1, 2},
+      {1024, 14336, 4096, 256, 1, 2},  {1024, 1024, 4096, 256, 4, 2},
   };
   for (const Case& c : cases) {
     const cuda::WgemmTile t = cuda::wgemm_pick_tile(132, c.n, c.k, c.m);

@@ -1,5 +1,5 @@
 // kernels/cuda/gemm_nvfp4_sm90_wgmma.cu -- the wgmma GEMM ("ws") on the canonical checkpoint
-// layout, for batched decode and short prefills with bf16 or fp16 activations (M = 17..256) on
+// layout, for batched decode and prefills with bf16 or fp16 activations (M = 17..1024) on
 // Hopper: warp-specialized, a producer warpgroup and two or three consumer warpgroups, 64, 128
 // or 256 activation rows per block. (A first kernel, "wg", with two warpgroups that both copied and
 // computed, ran M <= 64 until the ws kernel at 64 rows measured 4-12% faster at every shape;
@@ -37,12 +37,16 @@
 //    (wgmma reads its A registers until it completes).
 //  * K split over blocks (grid z) where the tiles alone do not fill the GPU: fp32 partials and
 //    finalize_k_split (gemv_sm90_device.cuh), summed in split order: deterministic.
+//  * Without a K split the block's outputs go through shared memory (the free ring) and leave as
+//    coalesced vector stores (store_tile; docs/perf-cuda.md 29).
 // The warp specialization: see the kernel (docs/perf-cuda.md 26).
 #include "kernels/cuda/gemm_nvfp4_sm90_wgmma.h"
 
 #include <algorithm>
 #include <string>
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda.h>  // CUtensorMap (types only: the encode call goes through the runtime's driver entry point)
 #include <cudaTypedefs.h>
 
@@ -222,27 +226,97 @@ __device__ __forceinline__ void decode_stage(const StageWords& q, const std::uin
   }
 }
 
-// Accumulator (j, c) of lane (g, t) in a warp whose rows start at wr - g: weight row wr + 8 (c >>
-// 1), activation row m0 + 8 j + 2 t + (c & 1) (the wgmma D fragment layout) -> the output (times
-// 2^7, the decode's exponent offset, and the tensor scale) or, with a K split, this split's fp32
-// partial.
-template <int BN>
-__device__ __forceinline__ void store_accumulators(const float (&acc)[BN / 2], const GemvArgs& p, int k_split, float* ws,
-                                                   std::int64_t n0, int wr, int m0, int t) {
-  const DType yt = static_cast<DType>(p.y_dtype);
+// The epilogue, through shared memory. Why: the accumulators' fragment layout gives each lane
+// scattered single outputs (lane (g, t): weight rows g, g + 8, activation rows 2t, 2t + 1), and
+// storing them one by one, each through the generic dtype switch and software rounding of
+// store_from_f32, cost 24% of a 2048 x 14336 x 4096 call and 28% at 256 rows (H200, measured by
+// leaving the stores out; docs/perf-cuda.md 29). Here the block's fp32 tile goes to shared memory
+// (the ring is free once every consumer is past its last wgmma), then every consumer thread
+// stores 4 consecutive outputs of one activation row at a time: a warp writes 128 contiguous
+// outputs per instruction, rounded by the hardware conversion (RNE, as store_from_f32).
+//
+// Tile layout: fp32 [BN activation rows][kRows + 4]; the pad puts the 8 rows (2t, 2t + 1 over t)
+// of a fragment store on distinct banks (2 x 132 = 264 = 8 mod 32, 2 x 196 = 392 = 8 mod 32).
+__host__ __device__ constexpr int epilogue_pitch(int consumers) { return ws_rows(consumers) + 4; }
+__host__ __device__ constexpr int epilogue_bytes(int bn, int consumers) { return bn * epilogue_pitch(consumers) * 4; }
+
+// Four fp32 outputs (n .. n + 3 of one activation row) -> fp16 or bf16 (the activations' dtype,
+// which the API requires of the output), one 8-byte store where the row and pointer alignment
+// allow it (`vec`), else element by element up to N (`left` outputs remain in the row).
+template <bool F16>
+__device__ __forceinline__ void store4(std::uint16_t* d, float4 v, bool vec, std::int64_t left) {
+  std::uint32_t lo, hi;  // the low element in the low half
+  if constexpr (F16) {
+    const __half2 a = __floats2half2_rn(v.x, v.y), b = __floats2half2_rn(v.z, v.w);
+    lo = *reinterpret_cast<const std::uint32_t*>(&a);
+    hi = *reinterpret_cast<const std::uint32_t*>(&b);
+  } else {
+    const __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), b = __floats2bfloat162_rn(v.z, v.w);
+    lo = *reinterpret_cast<const std::uint32_t*>(&a);
+    hi = *reinterpret_cast<const std::uint32_t*>(&b);
+  }
+  if (vec && left >= 4) {
+    *reinterpret_cast<uint2*>(d) = make_uint2(lo, hi);
+    return;
+  }
+  const std::uint16_t e[4] = {static_cast<std::uint16_t>(lo), static_cast<std::uint16_t>(lo >> 16),
+                              static_cast<std::uint16_t>(hi), static_cast<std::uint16_t>(hi >> 16)};
+  for (int q = 0; q < 4 && q < left; ++q) d[q] = e[q];
+}
+
+// Copies the staged tile out as outputs (times 2^7, the decode's exponent offset, and the tensor
+// scale). A warp covers 128 consecutive outputs of a row per step (two consumers).
+template <int BN, int C, bool F16>
+__device__ __forceinline__ void copy_out(const float* stg, const GemvArgs& p, std::int64_t n0, int m0, int ct) {
+  constexpr int kC4 = ws_rows(C) / 4, kPitch = epilogue_pitch(C), kThreads = 128 * C;
   const float out_scale = 128.0f * p.tensor_scale;
+  const int rows = min(BN, p.m_rows - m0);
+  const bool vec = p.y_stride % 4 == 0 && reinterpret_cast<std::uintptr_t>(p.y) % 8 == 0;
+  std::uint16_t* const y = static_cast<std::uint16_t*>(p.y);
+#pragma unroll 4
+  for (int idx = ct; idx < rows * kC4; idx += kThreads) {
+    const int r = idx / kC4, c4 = idx - r * kC4;
+    const std::int64_t n = n0 + 4 * c4;
+    if (n >= p.n) continue;
+    float4 v = *reinterpret_cast<const float4*>(stg + r * kPitch + 4 * c4);
+    v.x *= out_scale;
+    v.y *= out_scale;
+    v.z *= out_scale;
+    v.w *= out_scale;
+    store4<F16>(y + (m0 + r) * p.y_stride + n, v, vec, p.n - n);
+  }
+}
+
+// Accumulator (j, c) of lane (g, t) holds weight row wr + 8 (c >> 1), activation row
+// 8 j + 2 t + (c & 1) (the wgmma D fragment layout). With a K split, the fp32 partials go straight
+// to `ws` for finalize_k_split: there is no rounding to save, and at 64 x 4096 x 4096 (K split 4)
+// the staged path measured 0.8% slower, these direct stores 0.9% faster than before (H200,
+// docs/perf-cuda.md 29). Otherwise the block's tile goes through shared memory (above).
+// All consumer threads call it after their last wgmma_wait; `stg` is the ring's memory.
+template <int BN, int C, bool F16>
+__device__ __forceinline__ void store_tile(const float (&acc)[BN / 2], float* stg, const GemvArgs& p, int k_split, float* ws,
+                                           std::int64_t n0, int wr, int m0, int t, int ct) {
+  if (k_split > 1) {
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const std::int64_t n = n0 + wr + 8 * (c >> 1);
+        const int m = m0 + 8 * j + 2 * t + (c & 1);
+        if (n < p.n && m < p.m_rows) ws[(static_cast<std::int64_t>(blockIdx.z) * p.m_rows + m) * p.n + n] = acc[4 * j + c];
+      }
+    return;
+  }
+  constexpr int kPitch = epilogue_pitch(C);
+  // Named barrier 1 over the consumer threads only (the producer warpgroup has exited): no
+  // warpgroup may overwrite ring slots that the other's last wgmmas still read.
+  asm volatile("bar.sync 1, %0;" ::"n"(128 * C) : "memory");
 #pragma unroll
   for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      const std::int64_t n = n0 + wr + 8 * (c >> 1);
-      const int m = m0 + 8 * j + 2 * t + (c & 1);
-      if (n >= p.n || m >= p.m_rows) continue;
-      if (k_split == 1)
-        store_from_f32(p.y, yt, m * p.y_stride + n, acc[4 * j + c] * out_scale);
-      else
-        ws[(static_cast<std::size_t>(blockIdx.z) * p.m_rows + m) * p.n + n] = acc[4 * j + c];
-    }
+    for (int c = 0; c < 4; ++c) stg[(8 * j + 2 * t + (c & 1)) * kPitch + wr + 8 * (c >> 1)] = acc[4 * j + c];
+  asm volatile("bar.sync 1, %0;" ::"n"(128 * C) : "memory");
+  copy_out<BN, C, F16>(stg, p, n0, m0, ct);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -264,6 +338,12 @@ __host__ __device__ constexpr int ws_smem_bytes(int bn, int consumers) {
   return ws_stages(bn, consumers) * stage_bytes(bn, consumers) + 4 * consumers * kScaleBufBytes +
          2 * ws_stages(bn, consumers) * 8 + 1024;
 }
+static_assert(epilogue_bytes(64, 2) <= ws_stages(64, 2) * stage_bytes(64, 2) &&
+                  epilogue_bytes(128, 2) <= ws_stages(128, 2) * stage_bytes(128, 2) &&
+                  epilogue_bytes(256, 2) <= ws_stages(256, 2) * stage_bytes(256, 2) &&
+                  epilogue_bytes(64, 3) <= ws_stages(64, 3) * stage_bytes(64, 3) &&
+                  epilogue_bytes(128, 3) <= ws_stages(128, 3) * stage_bytes(128, 3),
+              "the epilogue's tile must fit in the ring");
 static_assert(ws_smem_bytes(64, 3) <= 227 * 1024 && ws_smem_bytes(128, 3) <= 227 * 1024 &&
                   ws_smem_bytes(128, 2) <= 227 * 1024 && ws_smem_bytes(256, 2) <= 227 * 1024,
               "the ring must fit the 227 KB a block may use");
@@ -453,7 +533,7 @@ __global__ void __launch_bounds__(ws_threads(C), 1)
   }
   wgmma_wait<0>();
 
-  store_accumulators<BN>(acc, p, k_split, ws, n0, wr, m0, t);
+  store_tile<BN, C, F16>(acc, reinterpret_cast<float*>(smem), p, k_split, ws, n0, wr, m0, t, tid - 128);
 }
 
 // The activation rows as a 2D tensor map: {K elements, M rows}, row pitch a_stride * 2 bytes

@@ -1,6 +1,6 @@
 // kernels/cuda/gemm_nvfp4_sm90_wgmma.h -- internal launch interface of the wgmma GEMM ("ws": a
-// producer warpgroup and two consumer warpgroups) on the canonical checkpoint layout: batched
-// decode and short prefills (M = 17..256, kWgemmMaxRows in matmul_cuda.h) with bf16 or fp16
+// producer warpgroup and two or three consumer warpgroups) on the canonical checkpoint layout:
+// batched decode and prefills (M = 17..1024, kWgemmMaxRows in matmul_cuda.h) with bf16 or fp16
 // activations on Hopper. The weights are read as they are stored (no repack) and decoded in
 // registers straight into wgmma's A fragments; the activations are wgmma's B operand in shared
 // memory. No validation here: the API layer (matmul_cuda.cu) validates once

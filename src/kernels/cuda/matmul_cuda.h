@@ -47,11 +47,15 @@ inline int repacked_pieces(DType t) { return t == DType::kF32 ? 3 : (t == DType:
 // M = 32 4096 x 4096 12.04 / 12.05, 16384^2 77.08 / 92.28; fp32 M = 9 (27 rows) 16384^2 81.25 /
 // 94.0 (bench/results/cuda-2026-12-01-h200-rgemm-*.json; docs/perf-cuda.md 21).
 constexpr std::int64_t kRgemmMinVirtualRows = 25;
-// Canonical weights, bf16 rows: from 17 up to this many rows the wgmma GEMM, above it the
-// dense panel + cuBLAS. H200, 2026-12-01, graph us, wgmma GEMM (built-in tile) / panel: M = 64
-// 4096 x 4096 14.50 / 27.59; M = 128 19.56 / 32.07, 14336 x 4096 52.79 / 102.26; M = 256 30.08 /
-// 33.00; M = 1024 103.24 / 61.75 (the sweep's best 80.19) (docs/perf-cuda.md 22).
-constexpr std::int64_t kWgemmMaxRows = 256;
+// Canonical weights, bf16/fp16 rows: from 17 up to this many rows the wgmma GEMM, above it the
+// dense panel + cuBLAS. The panel decodes every weight to bf16 once per call, whatever M; the
+// GEMM decodes each weight once per 256 rows, in registers. H200, 2026-12-01, us, GEMM / panel
+// (docs/perf-cuda.md 29, since the GEMM's epilogue goes through shared memory): M = 1024
+// 14336 x 4096 219 / 232-236, 28672 x 4096 414 / 457, 4096 x 14336 197 / 226, 6144 x 4096
+// 109 / 106; M = 2048 14336 x 4096 402 / 395, 4096 x 14336 392 / 387. Llama-3-8B prefill with
+// the GEMM at every M against this rule's predecessor (panel above 256): P = 512 -23.6%,
+// P = 1024 -3.6%, P = 2048 +2.8%.
+constexpr std::int64_t kWgemmMaxRows = 1024;
 // RepackedMatmulOptions::weights_read_early is honoured in launches of at most this many virtual
 // rows (the M <= 8 kernel; docs/perf-cuda.md 19.2).
 constexpr std::int64_t kEarlyMaxVirtualRows = 8;
