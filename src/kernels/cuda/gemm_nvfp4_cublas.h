@@ -23,7 +23,7 @@ namespace nvfp4::cuda {
 // Llama-3-8B prefill 1-6% slower, not faster.
 inline constexpr std::int64_t kGemmPanelBytes = 256ll << 20;
 
-// y = x . dequant(w)^T on device pointers, any M >= 1 (run for M > 256, or fp16/fp32 rows, or
+// y = x . dequant(w)^T on device pointers, any M >= 1 (run above kWgemmMaxRows, or for fp32 rows, or
 // shapes the wgmma GEMM does not take: matmul_cuda.cu). Arguments arrive
 // validated. Throws nvfp4::Error on CUDA/cuBLAS failure. panel_bytes bounds the dense panel
 // (rounded down to whole multiples of 64 weight rows, at least 64); tests lower it to run the
