@@ -232,8 +232,9 @@ __device__ __forceinline__ void decode_stage(const StageWords& q, const std::uin
 // store_from_f32, cost 24% of a 2048 x 14336 x 4096 call and 28% at 256 rows (H200, measured by
 // leaving the stores out; docs/perf-cuda.md 29). Here the block's fp32 tile goes to shared memory
 // (the ring is free once every consumer is past its last wgmma), then every consumer thread
-// stores 4 consecutive outputs of one activation row at a time: a warp writes 128 contiguous
-// outputs per instruction, rounded by the hardware conversion (RNE, as store_from_f32).
+// stores 4 consecutive outputs of one activation row at a time (with two consumers a warp writes
+// 128 consecutive outputs per instruction), rounded by the hardware conversion (RNE, as
+// store_from_f32).
 //
 // Tile layout: fp32 [BN activation rows][kRows + 4]; the pad puts the 8 rows (2t, 2t + 1 over t)
 // of a fragment store on distinct banks (2 x 132 = 264 = 8 mod 32, 2 x 196 = 392 = 8 mod 32).
@@ -265,7 +266,7 @@ __device__ __forceinline__ void store4(std::uint16_t* d, float4 v, bool vec, std
 }
 
 // Copies the staged tile out as outputs (times 2^7, the decode's exponent offset, and the tensor
-// scale). A warp covers 128 consecutive outputs of a row per step (two consumers).
+// scale).
 template <int BN, int C, bool F16>
 __device__ __forceinline__ void copy_out(const float* stg, const GemvArgs& p, std::int64_t n0, int m0, int ct) {
   constexpr int kC4 = ws_rows(C) / 4, kPitch = epilogue_pitch(C), kThreads = 128 * C;
@@ -629,7 +630,9 @@ WgemmTile wgemm_pick_tile(int sms, std::int64_t n, std::int64_t k, std::int64_t 
   // on H200 (graph us, docs/perf-cuda.md 28): where the grids fill alike they were no faster
   // (4096 x 4096: 13.6 / 18.3 against 12.8 / 16.9 at M = 64 / 128; estimate 1.03x). Where
   // two fill 96 of 132 SMs and three 128 they were 20% faster (6144 x 4096, Llama's fused q/k/v:
-  // 16.5 / 20.5 against 20.6 / 25.3 at M = 56 / 96; estimate 0.75x).
+  // 16.5 / 20.5 against 20.6 / 25.3 at M = 56 / 96; estimate 0.75x). Fused decode: this rule
+  // against two consumers everywhere, B = 64 -2.6%; the rule without three at bn 128 (since the
+  // staged epilogue), B = 96 / 128 +2.4% / +2.2% (docs/perf-cuda.md 29.1, 29.7).
   if (t.bn <= 128) {
     WgemmTile t3;
     t3.bn = t.bn;
