@@ -349,7 +349,7 @@ std::vector<Row> run_cuda(const Options& opts) {
       // NVFP4_BENCH_WG_SWEEP=pick: only the block shape wgemm_pick_tile chooses, at any M (row
       // "nvfp4_ws_pick"; above kWgemmMaxRows the default route is the panel).
       if (const char* sw = std::getenv("NVFP4_BENCH_WG_SWEEP"); sw && std::strcmp(sw, "pick") == 0 &&
-          cuda::wgemm_supported(wview(0).packed, wview(0).scales, s.n, s.k))
+          dt != DType::kF32 && cuda::wgemm_supported(wview(0).packed, wview(0).scales, s.n, s.k))
         variant_row("nvfp4_ws_pick", "", [&](std::size_t c, std::string* kname) {
           cuda::quantized_matmul_wgemm(xv, wview(c), yv, st, nullptr, kname);
         });

@@ -132,7 +132,8 @@ class CudaReplay final : public ReplayEngine {
         fill(w_.back().p, nk / 2, ++seed, 0);
         fill(s_.back().p, nk / kBlockSize, ++seed, 1);
         // Decode GEMV on weights repacked once at load (docs/perf-cuda.md 7), as an engine would;
-        // the canonical bytes stay for validation and for prefill (the cuBLAS panel path).
+        // the canonical bytes stay for validation and for prefill (quantized_matmul: the wgmma GEMM
+        // up to 1024 rows, the dense panel + cuBLAS above).
         rp_.emplace_back(), rs_.emplace_back();
         if (!o.canonical_layout && m <= max_repacked_rows(o) && cuda::repack_for_gemv_sm90_supported(l.n, l.k)) {
           rp_.back() = DevBuf(nk / 2);

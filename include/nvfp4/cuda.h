@@ -15,7 +15,9 @@ bool compiled();   // this build contains the CUDA kernels
 bool available();  // compiled() and a CUDA device is present
 
 // y = x . dequant(w)^T on device pointers, asynchronous on `stream`. Validates the arguments
-// (throws nvfp4::Error) and checks launch errors.
+// (throws nvfp4::Error) and checks launch errors. On Hopper: up to 16 rows the GEMV; 17..1024
+// bf16/fp16 rows the wgmma GEMM that decodes the weights in registers; more rows, or fp32 rows,
+// a dense bf16/fp16/fp32 panel + cuBLAS (docs/perf-cuda.md 22, 26, 29).
 void quantized_matmul(const MatrixView& x, const WeightView& w, const MatrixView& y,
                       void* stream = nullptr);
 
@@ -70,9 +72,10 @@ struct RepackedMatmulOptions {
 // pieces in a stream-ordered workspace first (2/3 rows each). Up to 24 such rows: the GEMV, in
 // launches of 16. More: the repacked GEMM, which reads the weights once per 32 or 64 rows (needs
 // 16-byte aligned scales; otherwise the GEMV runs on). Same tolerance as quantized_matmul;
-// one-hot rows recover dequantize_ref exactly. Measured on an H200 (docs/perf-cuda.md 21): up to
-// ~128 bf16 rows this beats the canonical weights' prefill path (a dense panel + cuBLAS); for
-// prefill-sized M keep the canonical weights and call quantized_matmul.
+// one-hot rows recover dequantize_ref exactly. Measured on an H200 (docs/perf-cuda.md 21, 26,
+// 28): the repacked GEMM is the faster choice up to ~48 bf16 rows; above that quantized_matmul
+// on the canonical weights (the wgmma GEMM) is, so an engine keeps both layouts' calls: the
+// Llama-3-8B replay (`nvfp4 bench --batch B`) switches at 49 rows.
 void quantized_matmul_repacked(const MatrixView& x, const RepackedWeightView& w, const MatrixView& y,
                                void* stream = nullptr, const RepackedMatmulOptions& options = {});
 
