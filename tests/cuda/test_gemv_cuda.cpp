@@ -1481,9 +1481,11 @@ TEST(CudaWgemm, SmallRunsForTheSanitizers) {
 }
 
 // The wgmma GEMM's staged epilogue (no K split) at its edges: N not a multiple of 4 (the last
-// 4-output group of a row partly past N), output row strides that are not a multiple of 4 and an
-// output base 2 bytes off 8-byte alignment (no vector stores), a partial activation block. Every
-// output matches the oracle and nothing outside the output view is written.
+// 4-output group of a row partly past N), with a row stride that is a multiple of 4 (vector
+// stores, then the partial group element by element) and with strides that are not, or an output
+// base 2 bytes off 8-byte alignment (no vector stores); a partial activation block. Every output
+// matches the oracle and nothing outside the output view is written (the sentinel fills each
+// row's padding too).
 TEST(CudaWgemm, EpilogueEdgesAndStrides) {
   REQUIRE_GPU();
   const cuda::WgemmTile tiles[] = {{64, 1}, {128, 1}, {256, 1}, {64, 1, 3}, {128, 1, 3}};
@@ -1496,7 +1498,7 @@ TEST(CudaWgemm, EpilogueEdgesAndStrides) {
     for (const DType dt : {DType::kBF16, DType::kF16}) {
       for (const cuda::WgemmTile& t : tiles) {
         // (rows, output row stride, output offset in elements)
-        for (const auto& [m, ys, off] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{17, n, 0},
+        for (const auto& [m, ys, off] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{17, (n + 3) / 4 * 4, 0},
                                           {100, n + 3, 0}, {t.bn == 256 ? 300 : 65, n + 1, 1}}) {
           const std::string what = std::string(dtype_name(dt)) + " " + wg_tile_name(&t) + " M=" + std::to_string(m) +
                                    " y stride " + std::to_string(ys) + " offset " + std::to_string(off);
