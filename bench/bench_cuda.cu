@@ -346,16 +346,15 @@ std::vector<Row> run_cuda(const Options& opts) {
         cuda::quantized_matmul_panel(xv, wview(c), yv, st);
         if (kname) *kname = "gemm_nvfp4_dequant_cublas";
       });
+      const char* sw = std::getenv("NVFP4_BENCH_WG_SWEEP");
+      const bool wgemm_ok = sw && dt != DType::kF32 && cuda::wgemm_supported(wview(0).packed, wview(0).scales, s.n, s.k);
       // NVFP4_BENCH_WG_SWEEP=pick: only the block shape wgemm_pick_tile chooses, at any M (row
       // "nvfp4_ws_pick"; above kWgemmMaxRows the default route is the panel).
-      if (const char* sw = std::getenv("NVFP4_BENCH_WG_SWEEP"); sw && std::strcmp(sw, "pick") == 0 &&
-          dt != DType::kF32 && cuda::wgemm_supported(wview(0).packed, wview(0).scales, s.n, s.k))
+      if (wgemm_ok && std::strcmp(sw, "pick") == 0)
         variant_row("nvfp4_ws_pick", "", [&](std::size_t c, std::string* kname) {
           cuda::quantized_matmul_wgemm(xv, wview(c), yv, st, nullptr, kname);
         });
-      if (const char* sw = std::getenv("NVFP4_BENCH_WG_SWEEP");
-          sw && (*sw == '1' || std::strcmp(sw, "ws") == 0) && dt == DType::kBF16 &&
-          cuda::wgemm_supported(wview(0).packed, wview(0).scales, s.n, s.k))
+      if (wgemm_ok && (*sw == '1' || std::strcmp(sw, "ws") == 0) && dt == DType::kBF16)
         for (const int consumers : {2, 3})
           for (const int bn : {64, 128, 256})
             for (const int ks : {1, 2, 3, 4, 6, 8}) {

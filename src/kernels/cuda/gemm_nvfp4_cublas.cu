@@ -1,7 +1,5 @@
 // kernels/cuda/gemm_nvfp4_cublas.cu -- see gemm_nvfp4_cublas.h for the design and its arithmetic.
 #include <cublas_v2.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -9,6 +7,7 @@
 #include <string>
 
 #include "kernels/cuda/gemm_nvfp4_cublas.h"
+#include "kernels/cuda/pack2_rn.cuh"
 #include "kernels/cuda/scratch.h"
 #include "nvfp4/error.h"
 #include "nvfp4/format.h"
@@ -70,15 +69,7 @@ __global__ void dequantize_rows_kernel(const std::uint8_t* __restrict__ packed, 
     } else {
       std::uint32_t h[8];
 #pragma unroll
-      for (int q = 0; q < 8; ++q) {
-        if (kDtype == static_cast<int>(DType::kF16)) {
-          const __half2 p = __floats2half2_rn(v[2 * q], v[2 * q + 1]);
-          h[q] = *reinterpret_cast<const std::uint32_t*>(&p);
-        } else {
-          const __nv_bfloat162 p = __floats2bfloat162_rn(v[2 * q], v[2 * q + 1]);
-          h[q] = *reinterpret_cast<const std::uint32_t*>(&p);
-        }
-      }
+      for (int q = 0; q < 8; ++q) h[q] = pack2_rn<kDtype == static_cast<int>(DType::kF16)>(v[2 * q], v[2 * q + 1]);
       uint4* o = reinterpret_cast<uint4*>(static_cast<std::uint16_t*>(out) + base);
       o[0] = make_uint4(h[0], h[1], h[2], h[3]);
       o[1] = make_uint4(h[4], h[5], h[6], h[7]);

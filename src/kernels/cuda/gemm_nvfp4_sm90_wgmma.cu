@@ -45,12 +45,11 @@
 #include <algorithm>
 #include <string>
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda.h>  // CUtensorMap (types only: the encode call goes through the runtime's driver entry point)
 #include <cudaTypedefs.h>
 
 #include "kernels/cuda/gemv_sm90_device.cuh"
+#include "kernels/cuda/pack2_rn.cuh"
 
 namespace nvfp4::cuda {
 namespace {
@@ -246,16 +245,7 @@ __host__ __device__ constexpr int epilogue_bytes(int bn, int consumers) { return
 // allow it (`vec`), else element by element up to N (`left` outputs remain in the row).
 template <bool F16>
 __device__ __forceinline__ void store4(std::uint16_t* d, float4 v, bool vec, std::int64_t left) {
-  std::uint32_t lo, hi;  // the low element in the low half
-  if constexpr (F16) {
-    const __half2 a = __floats2half2_rn(v.x, v.y), b = __floats2half2_rn(v.z, v.w);
-    lo = *reinterpret_cast<const std::uint32_t*>(&a);
-    hi = *reinterpret_cast<const std::uint32_t*>(&b);
-  } else {
-    const __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), b = __floats2bfloat162_rn(v.z, v.w);
-    lo = *reinterpret_cast<const std::uint32_t*>(&a);
-    hi = *reinterpret_cast<const std::uint32_t*>(&b);
-  }
+  const std::uint32_t lo = pack2_rn<F16>(v.x, v.y), hi = pack2_rn<F16>(v.z, v.w);
   if (vec && left >= 4) {
     *reinterpret_cast<uint2*>(d) = make_uint2(lo, hi);
     return;
