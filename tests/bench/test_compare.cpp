@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -15,8 +16,9 @@
 namespace nvfp4::bench {
 namespace {
 
-// Memory-bound workload: 4 layers of a 2048-wide model without lm_head, 100 MB of NVFP4 weights,
-// above 3x this machine's 32 MiB L3, so each replay streams its weights from DRAM.
+// Workload: 4 layers of a 2048-wide model without lm_head, ~90 MB of NVFP4 weights. On this
+// machine (300 MiB L3, shared with other tenants) that is partly cache-resident, which does not
+// matter here: the tests only need a fixed amount of work per replay.
 ReplayOptions ab_options(double extra) {
   ReplayOptions o;
   o.model = parse_model_json(R"({"name": "ab", "hidden_size": 2048, "intermediate_size": 5632, "num_attention_heads": 16,
@@ -27,12 +29,32 @@ ReplayOptions ab_options(double extra) {
   return o;
 }
 
+std::unique_ptr<ReplayEngine> cpu_engine(const ReplayOptions& o, const std::vector<Linear>& ls) {
+  return make_cpu_replay(o, ls, false);
+}
+
 std::unique_ptr<Sampler> engine(double extra, const std::string& name, int reps = 3) {
   const ReplayOptions o = ab_options(extra);
   // Each sample is the median of 3 replays: one preempted replay (other builds share the 2 cores)
   // does not move it.
-  return std::make_unique<EngineSampler>(make_cpu_replay(o, replay_linears(o), false), reps, name);
+  return std::make_unique<EngineSampler>(cpu_engine(o, replay_linears(o)), reps, name);
 }
+
+// A's sample plus an extra engine's sample: B does exactly A's work on A's own buffers, then more.
+// Two separately allocated copies of the model differ for real by a few percent on this machine
+// (page placement and cache sharing with the other tenants: CI on 2026-12-01 measured a model
+// with 3% more weights, allocated separately, at ratio 0.9995, 99% CI [0.994, 1.008], over 1160
+// rounds), so "3% more work" is only a known truth when nothing else differs.
+class PlusSampler final : public Sampler {
+ public:
+  PlusSampler(Sampler& base, std::unique_ptr<Sampler> extra) : base_(base), extra_(std::move(extra)) {}
+  double sample_us() override { return base_.sample_us() + extra_->sample_us(); }
+  std::string describe() const override { return base_.describe() + " + " + extra_->describe(); }
+
+ private:
+  Sampler& base_;
+  std::unique_ptr<Sampler> extra_;
+};
 
 TEST(BenchCompare, AAgainstAIsNoDetectableDifference) {
   // Literally A against A: one engine in both slots, so any difference is noise. (Two separate
@@ -48,14 +70,18 @@ TEST(BenchCompare, AAgainstAIsNoDetectableDifference) {
 
 TEST(BenchCompare, DetectsThreePercentMoreWork) {
   auto a = engine(0, "A", 5);
-  auto b = engine(0.03, "A + 3% work", 5);
+  // The extra work: the plan's "extra_work" linear alone, 3% of the model's weights.
+  const ReplayOptions o = ab_options(0.03);
+  const std::vector<Linear> ls = replay_linears(o);
+  ASSERT_EQ(ls.back().name, "extra_work");
+  PlusSampler b(*a, std::make_unique<EngineSampler>(cpu_engine(o, {ls.back()}), 5, "3% work"));
   // Adaptive: rounds in batches of 20 until the 99% interval is decisive or 90 s have passed (a
   // quiet machine needs ~20 rounds, a busy one more).
   CompareRun all;
   CompareStats s;
   const auto t0 = std::chrono::steady_clock::now();
   do {
-    const CompareRun r = run_interleaved(*a, *b, 20, 1);
+    const CompareRun r = run_interleaved(*a, b, 20, 1);
     all.a_us.insert(all.a_us.end(), r.a_us.begin(), r.a_us.end());
     all.b_us.insert(all.b_us.end(), r.b_us.begin(), r.b_us.end());
     s = compare_samples(all.a_us, all.b_us, 0.99, 0.03, 1);
@@ -69,6 +95,8 @@ TEST(BenchCompare, DetectsThreePercentMoreWork) {
   // [0.995, 1.041]; run alone it passed in 5 s. A narrow interval that still contains 1, or any
   // other verdict, fails.
   const double half_width = (s.ci_high - s.ci_low) / 2;
+  std::printf("%d rounds, ratio %.4f, 99%% CI [%.4f, %.4f], noise %.3f per round\n", s.rounds, s.ratio, s.ci_low,
+              s.ci_high, s.log_ratio_sigma);
   if (s.verdict == Verdict::kNoDifference && half_width > 0.015)
     GTEST_SKIP() << "machine too noisy to resolve 3% within 90 s: " << s.rounds << " rounds, noise " << s.log_ratio_sigma
                  << " per round, ratio " << s.ratio << " CI [" << s.ci_low << ", " << s.ci_high << "] (half-width "
