@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -156,21 +158,55 @@ CompareRun run_interleaved(Sampler& a, Sampler& b, int rounds, int warmup, bool 
     a.sample_us();
     b.sample_us();
   }
+  // Each sample starts after a short idle gap, so the other variant's idle tail (thread pools
+  // spinning before they sleep: nvfp4's own 50 us, other runtimes' more) is over and each variant
+  // runs as if alone. On 2 cores, the pool's former 0.4 ms idle spin was one of two causes of
+  // 20-27x slower 0.5 ms samples of the other variant (docs/perf-cpu.md 20).
+  const auto sample = [](Sampler& s) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    return s.sample_us();
+  };
   for (int i = 0; i < rounds; ++i) {
     double ta, tb;
     if (i % 2 == 0) {
-      ta = a.sample_us();
-      tb = b.sample_us();
+      ta = sample(a);
+      tb = sample(b);
     } else {
-      tb = b.sample_us();
-      ta = a.sample_us();
+      tb = sample(b);
+      ta = sample(a);
     }
     r.a_us.push_back(ta);
     r.b_us.push_back(tb);
+    r.process.push_back(0);
     if (show) progress(fmt::format("compare: round {}/{}  A {:.1f} us  B {:.1f} us  B/A {:.4f}", i + 1, rounds, ta, tb, tb / ta));
   }
   if (show) progress("");
   return r;
+}
+
+CompareRun run_processes(const SamplerFactory& make_a, const SamplerFactory& make_b, int processes, int rounds, int warmup,
+                         bool show, const std::function<void(int, Sampler&, Sampler&)>& on_pair) {
+  if (processes < 1) fail("compare", "processes=" + std::to_string(processes) + " must be >= 1");
+  CompareRun all;
+  for (int p = 0; p < processes; ++p) {
+    if (show) progress(fmt::format("compare: starting process pair {}/{}", p + 1, processes));
+    std::unique_ptr<Sampler> a, b;
+    if (p % 2 == 0) {  // which side allocates first alternates too
+      a = make_a();
+      b = make_b();
+    } else {
+      b = make_b();
+      a = make_a();
+    }
+    if (on_pair) on_pair(p, *a, *b);
+    const CompareRun r = run_interleaved(*a, *b, rounds, warmup, show);
+    all.a_name = r.a_name;
+    all.b_name = r.b_name;
+    all.a_us.insert(all.a_us.end(), r.a_us.begin(), r.a_us.end());
+    all.b_us.insert(all.b_us.end(), r.b_us.begin(), r.b_us.end());
+    all.process.insert(all.process.end(), r.a_us.size(), p);
+  }
+  return all;
 }
 
 int serve_replay(const ReplayOptions& o0, bool dense, std::istream& in, std::ostream& out) {

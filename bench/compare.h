@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include <cstdio>
+#include <functional>
 #include <istream>
 #include <memory>
 #include <ostream>
@@ -74,12 +75,22 @@ VariantSpec parse_variant(const std::string& s);
 
 struct CompareRun {
   std::vector<double> a_us, b_us;  // round i: a_us[i], b_us[i]
+  std::vector<int> process;        // round i was measured by process pair process[i] (0, 1, ...)
   std::string a_name, b_name;
 };
 
 // `rounds` rounds after `warmup` untimed ones; round i runs A first when i is even, B first when
 // odd (A B B A ...). Progress on a terminal.
 CompareRun run_interleaved(Sampler& a, Sampler& b, int rounds, int warmup = 1, bool show_progress = false);
+
+// `processes` pairs one after another, each made fresh by the factories (a child process: its own
+// allocation of the weights, so its own placement; bench/stats.h says why that matters), each
+// running run_interleaved(rounds, warmup); only one pair is alive at a time, and which side is
+// made (allocates) first alternates. `on_pair(p, a, b)` (optional) sees each pair once it is made.
+using SamplerFactory = std::function<std::unique_ptr<Sampler>()>;
+CompareRun run_processes(const SamplerFactory& make_a, const SamplerFactory& make_b, int processes, int rounds,
+                         int warmup = 1, bool show_progress = false,
+                         const std::function<void(int, Sampler&, Sampler&)>& on_pair = {});
 
 // The child side of ProcessSampler: build the engine for `o` (nvfp4, or the dense baseline when
 // `dense`), print the ready line, answer "run R" lines until "quit" or end of input.

@@ -122,8 +122,14 @@ nlohmann::json to_json(const CompareRun& run, const CompareStats& s, const nlohm
           {"b_us", run.b_us},
           {"median_a_us", s.median_a},
           {"median_b_us", s.median_b},
+          {"process", run.process},
+          {"processes", s.processes},
+          {"process_ratios", s.process_ratios},
+          {"process_log_sigma", s.process_log_sigma},
+          {"processes_needed", s.processes_needed},
           {"ratio", s.ratio},
-          {"ratio_definition", "median over rounds of b_us[i] / a_us[i]"},
+          {"ratio_definition", s.processes > 1 ? "geometric mean over process pairs of the median of b_us[i] / a_us[i] over the pair's rounds"
+                                               : "median over rounds of b_us[i] / a_us[i]"},
           {"ci_low", s.ci_low},
           {"ci_high", s.ci_high},
           {"confidence", s.confidence},
@@ -181,16 +187,33 @@ std::string rows_table(const std::vector<Row>& rows) {
 std::string compare_text(const CompareRun& run, const CompareStats& s) {
   std::string o;
   o += fmt::format("A: {}\nB: {}\n", run.a_name, run.b_name);
-  o += fmt::format("{} rounds (A B B A ...): median A {:.1f} us, median B {:.1f} us\n", s.rounds, s.median_a, s.median_b);
-  o += fmt::format("B/A = {:.4f} ({:+.2f}%), {:.0f}% CI [{:.4f}, {:.4f}] (bootstrap of the median per-round ratio)\n", s.ratio,
-                   (s.ratio - 1) * 100, s.confidence * 100, s.ci_low, s.ci_high);
+  o += fmt::format("{} rounds (A B B A ...){}: median A {:.1f} us, median B {:.1f} us\n", s.rounds,
+                   s.processes > 1 ? fmt::format(" in {} process pairs", s.processes) : std::string(), s.median_a, s.median_b);
+  if (s.processes > 1) {
+    std::string each;
+    for (double r : s.process_ratios) each += fmt::format("{}{:.4f}", each.empty() ? "" : ", ", r);
+    o += fmt::format("B/A per process pair (median of its rounds): {}; spread {:.2f}% (sd of log)\n", each,
+                     s.process_log_sigma * 100);
+    o += fmt::format("B/A = {:.4f} ({:+.2f}%), {:.0f}% CI [{:.4f}, {:.4f}] (Student's t over the {} pairs: each pair has its own "
+                     "allocation, so the interval covers where the weights landed, not only round-to-round noise)\n",
+                     s.ratio, (s.ratio - 1) * 100, s.confidence * 100, s.ci_low, s.ci_high, s.processes);
+  } else {
+    o += fmt::format("B/A = {:.4f} ({:+.2f}%), {:.0f}% CI [{:.4f}, {:.4f}] (bootstrap of the median per-round ratio)\n", s.ratio,
+                     (s.ratio - 1) * 100, s.confidence * 100, s.ci_low, s.ci_high);
+  }
   o += fmt::format("verdict: {}", verdict_text(s.verdict));
   if (s.below_threshold)
     o += fmt::format(" (the CI excludes 1, but {:+.2f}% is below the {:.2f}% smallest effect of interest: two processes "
                      "of one build differ by that much)", (s.ratio - 1) * 100, s.min_effect * 100);
   o += "\n";
-  o += fmt::format("per-round noise {:.2f}% (robust sd of log B/A): these rounds detect a {:.2f}% change; a {:.1f}% change needs {} rounds\n",
-                   s.log_ratio_sigma * 100, s.detectable_effect * 100, s.effect * 100, s.rounds_needed);
+  if (s.processes > 1)
+    o += fmt::format("these {} pairs detect a {:.2f}% change; a {:.1f}% change needs ~{} pairs at this spread "
+                     "(per-round noise {:.2f}%: {} rounds per pair resolve {:.1f}% within one placement)\n",
+                     s.processes, s.detectable_effect * 100, s.effect * 100, s.processes_needed, s.log_ratio_sigma * 100,
+                     s.rounds_needed, s.effect * 100);
+  else
+    o += fmt::format("per-round noise {:.2f}% (robust sd of log B/A): these rounds detect a {:.2f}% change; a {:.1f}% change needs {} rounds\n",
+                     s.log_ratio_sigma * 100, s.detectable_effect * 100, s.effect * 100, s.rounds_needed);
   return o;
 }
 
@@ -218,9 +241,14 @@ std::string rows_csv(const std::vector<Row>& rows) {
 }
 
 std::string compare_csv(const CompareRun& run) {
-  std::string s = "round,first,a_us,b_us,ratio\n";
-  for (std::size_t i = 0; i < run.a_us.size(); ++i)
-    s += fmt::format("{},{},{:.3f},{:.3f},{:.6f}\n", i, i % 2 == 0 ? "A" : "B", run.a_us[i], run.b_us[i], run.b_us[i] / run.a_us[i]);
+  std::string s = "round,process,first,a_us,b_us,ratio\n";
+  for (std::size_t i = 0, j = 0; i < run.a_us.size(); ++i) {
+    const int p = i < run.process.size() ? run.process[i] : 0;
+    j = i > 0 && i < run.process.size() && run.process[i] != run.process[i - 1] ? 0 : j;  // round within its pair
+    s += fmt::format("{},{},{},{:.3f},{:.3f},{:.6f}\n", i, p, j % 2 == 0 ? "A" : "B", run.a_us[i], run.b_us[i],
+                     run.b_us[i] / run.a_us[i]);
+    ++j;
+  }
   return s;
 }
 

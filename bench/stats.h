@@ -19,6 +19,16 @@
 // difference no code change made. So "faster"/"slower" needs the CI to exclude 1 AND the median
 // ratio to differ from 1 by at least min_effect; otherwise the verdict is "no detectable
 // difference" and the text says how large the (sub-threshold) difference was.
+//
+// Process pairs. On the 2-core CPU host that placement is not small: in CI (2026-12-01) two
+// separately allocated copies of one model measured ~3% apart per unit of work over 1160 rounds,
+// so a real 3% change came out at B/A 0.9995 with a 99% CI of [0.994, 1.008]. Rounds cannot see
+// that: they all share one placement. So a comparison can run several process pairs (fresh allocations
+// each), and then the unit of evidence is the pair: each pair's median log ratio is one
+// observation, and the interval is Student's t over them (mean +- t(P-1) * sd / sqrt(P)). With 3
+// pairs t is 4.3 at 95%: wide, because 3 placements say little about the next one. Not a bootstrap
+// over pairs: with a handful of pairs a percentile bootstrap cannot reach past the observed range
+// and its interval is too narrow.
 #pragma once
 
 #include <cstdint>
@@ -49,12 +59,23 @@ struct CompareStats {
   double effect = 0.02;                // the effect size the power estimate is for (2% = 0.02)
   int rounds_needed = 0;               // rounds to detect `effect` with 80% power
   double detectable_effect = 0;        // smallest effect these rounds detect with 80% power
+  // Process pairs (the `process` argument of compare_samples); with >= 2 pairs, ratio and CI are
+  // the t interval over pairs, and detectable_effect is for that many pairs.
+  int processes = 1;
+  std::vector<double> process_ratios;  // per pair, in order of first appearance: median B/A of its rounds
+  double process_log_sigma = 0;        // sample sd of log(process_ratios) (>= 2 pairs)
+  int processes_needed = 0;            // pairs to detect `effect` with 80% power at that spread (>= 2 pairs)
 };
 
-// a[i], b[i]: round i. Deterministic for a given seed (bootstrap resampling).
+// a[i], b[i]: round i; process[i] (empty: all rounds one pair): the process pair that measured
+// it. Deterministic for a given seed (bootstrap resampling).
 CompareStats compare_samples(const std::vector<double>& a, const std::vector<double>& b,
                              double confidence = 0.95, double effect = 0.02,
-                             std::uint64_t seed = 1, int resamples = 4000, double min_effect = 0.005);
+                             std::uint64_t seed = 1, int resamples = 4000, double min_effect = 0.005,
+                             const std::vector<int>& process = {});
+
+// Quantile of Student's t distribution with `dof` >= 1 degrees of freedom, p in (0, 1).
+double student_t_quantile(double p, int dof);
 
 // Rounds needed so that a true ratio of (1 + effect) gives a CI excluding 1 with probability
 // `power`, for per-round log-ratio spread sigma. Uses the large-sample standard error of a median,

@@ -6,8 +6,10 @@
 //   nvfp4 compare --a A --b B --model llama-3-8b --layers 8 --json ab.json --plot ab.svg
 //
 // Each variant is a child process (`BIN bench --serve <workload>`; see bench/compare.h) that
-// allocates and validates its weights once; rounds then alternate A B B A ... and the verdict
-// comes from a bootstrap confidence interval of the median per-round ratio (bench/stats.h).
+// allocates and validates its weights once; rounds then alternate A B B A ... With one process
+// pair the verdict comes from a bootstrap confidence interval of the median per-round ratio; with
+// --processes P >= 2 (fresh processes, fresh allocations) from a t interval over the pairs, which
+// also covers where the weights landed (bench/stats.h).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -29,6 +31,7 @@ struct CompareArgs {
   bench::WorkloadArgs w;
   std::string a, b;
   int rounds = 30;
+  int processes = 0;  // 0: the backend's default (default_processes)
   int reps = 3;
   double confidence = 0.95;
   double effect = 2.0;  // percent
@@ -37,9 +40,17 @@ struct CompareArgs {
   std::string json, csv, plot;
 };
 
+// Process pairs when --processes is not given. CPU: 3, since two allocations of the same model
+// measured ~3% apart there (bench/stats.h), more than the changes worth detecting. GPU: 1, since
+// A against A in two processes differed by 0.13% on the H200 (bench/stats.h), below the 0.5%
+// smallest effect, and one pair keeps the interval as tight as its rounds allow.
+int default_processes(const bench::WorkloadArgs& w) { return w.resolved_backend() == "cpu" ? 3 : 1; }
+
 void run_compare(const CompareArgs& c) {
   using namespace nvfp4::bench;
   if (c.rounds < 2) fail("compare", "--rounds must be >= 2 (got " + std::to_string(c.rounds) + ")");
+  if (c.processes < 0) fail("compare", "--processes must be >= 1 (got " + std::to_string(c.processes) + ")");
+  const int processes = c.processes > 0 ? c.processes : default_processes(c.w);
   if (c.reps < 1) fail("compare", "--reps must be >= 1");
   if (!(c.effect > 0 && c.effect < 100)) fail("compare", "--effect must be a percentage in (0, 100)");
   if (c.w.mode == "both") fail("compare", "--mode both: compare one mode at a time (decode or prefill)");
@@ -47,15 +58,22 @@ void run_compare(const CompareArgs& c) {
   if (c.w.extra_work > 0) wl.insert(wl.end(), {"--extra-work", std::to_string(c.w.extra_work)});
   if (c.dense) wl.push_back("--serve-dense");
   FILE* tout = c.json == "-" ? stderr : stdout;
-  std::fprintf(tout, "starting A and B (weights are generated and validated once per side) ...\n");
+  std::fprintf(tout, "starting A and B: %d process pair%s of %d rounds (weights are generated and validated once per process) ...\n",
+               processes, processes > 1 ? "s" : "", c.rounds);
   std::fflush(tout);
-  ProcessSampler a(c.a, wl, c.reps);
-  ProcessSampler b(c.b, wl, c.reps);
-  const CompareRun run = run_interleaved(a, b, c.rounds, 1, stderr_is_tty());
-  const CompareStats s = compare_samples(run.a_us, run.b_us, c.confidence, c.effect / 100, 1, 4000, c.min_effect / 100);
+  nlohmann::json a_ready = nlohmann::json::array(), b_ready = nlohmann::json::array();
+  const CompareRun run = run_processes(
+      [&] { return std::make_unique<ProcessSampler>(c.a, wl, c.reps); },
+      [&] { return std::make_unique<ProcessSampler>(c.b, wl, c.reps); }, processes, c.rounds, 1, stderr_is_tty(),
+      [&](int, Sampler& a, Sampler& b) {
+        a_ready.push_back(nlohmann::json::parse(static_cast<ProcessSampler&>(a).ready_line()));
+        b_ready.push_back(nlohmann::json::parse(static_cast<ProcessSampler&>(b).ready_line()));
+      });
+  const CompareStats s =
+      compare_samples(run.a_us, run.b_us, c.confidence, c.effect / 100, 1, 4000, c.min_effect / 100, run.process);
   std::fputs(compare_text(run, s).c_str(), tout);
-  nlohmann::json workload{{"args", wl}, {"reps_per_sample", c.reps}, {"a_ready", nlohmann::json::parse(a.ready_line())},
-                          {"b_ready", nlohmann::json::parse(b.ready_line())}};
+  nlohmann::json workload{{"args", wl}, {"reps_per_sample", c.reps}, {"rounds_per_process", c.rounds},
+                          {"a_ready", a_ready}, {"b_ready", b_ready}};
   if (!c.json.empty()) {
     nlohmann::json j = report_envelope();
     j["compare"] = to_json(run, s, workload);
@@ -74,7 +92,10 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--b", c->b, "variant B, same form")->required();
   c->w.add_to(cmd);
   cmd->add_option("--shape", c->w.shapes, "compare on shapes M,N,K (repeatable; each rotated through 256 MB) instead of a model");
-  cmd->add_option("--rounds,-n", c->rounds, "rounds (one A and one B sample each; default 30)");
+  cmd->add_option("--rounds,-n", c->rounds, "rounds per process pair (one A and one B sample each; default 30)");
+  cmd->add_option("--processes", c->processes,
+                  "process pairs, each with its own allocation of the weights (default: 3 on the CPU, 1 on the GPU; "
+                  "with >= 2 the interval is over pairs)");
   cmd->add_option("--reps", c->reps, "replays per sample, median taken (default 3)");
   cmd->add_option("--confidence", c->confidence, "confidence level of the interval (default 0.95)");
   cmd->add_option("--effect", c->effect, "effect size in percent for the rounds-needed estimate (default 2)");

@@ -61,7 +61,7 @@ TEST(BenchReport, SvgPlots) {
   std::string first;
   std::getline(f, first);
   EXPECT_EQ(first.rfind("<svg", 0), 0u);
-  EXPECT_EQ(compare_csv({a, b, "A", "B"}).rfind("round,first,a_us,b_us,ratio\n", 0), 0u);
+  EXPECT_EQ(compare_csv({a, b, {}, "A", "B"}).rfind("round,process,first,a_us,b_us,ratio\n0,0,A,", 0), 0u);
 }
 
 TEST(BenchReport, CliJsonToStdout) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -24,6 +25,13 @@ namespace nvfp4::cpu {
 namespace {
 
 thread_local bool t_in_pool_task = false;
+
+// How long an idle worker spins before sleeping. By the clock, not a count of pauses: PAUSE is
+// far slower on recent Intel cores than on Zen, and 20000 of them (the count this replaced, meant
+// as 50 us) took 390-430 us on the Emerald Rapids dev VM (2026-12-01). Spinning that long after
+// every call took a core from whatever ran next: in `nvfp4 compare`, the other variant's process
+// (with the caller's wait below, the cause of its 20-27x slower 0.4 ms samples; docs/perf-cpu.md 20).
+constexpr std::chrono::microseconds kSpin{50};
 
 class Pool {
  public:
@@ -54,7 +62,12 @@ class Pool {
     cv_.notify_all();
     drain();
     // Wait until every worker has left this region (they hold fn_ by pointer).
-    while (active_.load(std::memory_order_acquire) != 0) NVFP4_CPU_RELAX();
+    // A worker that is runnable but not running may be queued on this very core: after a short
+    // spin, yield it the core instead of spinning through the scheduler's time slice.
+    for (int spins = 0; active_.load(std::memory_order_acquire) != 0; ++spins) {
+      if (spins < 256) NVFP4_CPU_RELAX();
+      else std::this_thread::yield();
+    }
   }
 
  private:
@@ -71,11 +84,14 @@ class Pool {
   void worker() {
     std::uint64_t seen = 0;
     for (;;) {
-      // Spin ~50 us worth of pauses, then sleep.
-      int spins = 0;
-      while (generation_.load(std::memory_order_acquire) == seen && spins < 20000) {
+      // Spin up to kSpin by the clock, yielding now and then, then sleep (see the file comment).
+      const auto until = std::chrono::steady_clock::now() + kSpin;
+      for (int spins = 1; generation_.load(std::memory_order_acquire) == seen; ++spins) {
         NVFP4_CPU_RELAX();
-        ++spins;
+        if (spins % 64 == 0) {
+          if (std::chrono::steady_clock::now() >= until) break;
+          std::this_thread::yield();
+        }
       }
       if (generation_.load(std::memory_order_acquire) == seen) {
         std::unique_lock<std::mutex> lk(mu_);
