@@ -82,7 +82,8 @@ void check_all_paths(const Weight& w, const Act& x, std::int64_t y_stride, const
   }
   hwy::SetSupportedTargetsForTest(0);
   // The AVX512-BF16 GEMV takes every dtype (fp16/fp32 split exactly into bf16 pieces, or the
-  // Highway GEMV for data that cannot be split); the bf16 GEMMs take bf16 only.
+  // Highway GEMV for data that cannot be split); so does the AMX GEMM (or the fp32 GEMM); the
+  // vdpbf16ps GEMM takes bf16 only.
   if (cpu::cpu_path_supported(CpuPath::kGemvAvx512Bf16, t)) {
     // M = 1 runs the bf16 dot or the FMA dot (gemv_m1_fma); both, whatever this host's default.
     const cpu::CpuTuning saved = cpu::cpu_tuning();
@@ -94,10 +95,8 @@ void check_all_paths(const Weight& w, const Act& x, std::int64_t y_stride, const
     cpu::cpu_tuning_mutable() = saved;
   }
   if (cpu::cpu_path_supported(CpuPath::kGemvAmx, t)) compare("amx_gemv");  // AMX hosts only
-  if (t == DType::kBF16) {
-    if (cpu::cpu_path_supported(CpuPath::kGemmAvx512Bf16, t)) compare("avx512bf16");
-    if (cpu::cpu_path_supported(CpuPath::kGemmAmx, t)) compare("amx");
-  }
+  if (cpu::cpu_path_supported(CpuPath::kGemmAmx, t)) compare("amx");         // AMX hosts only
+  if (t == DType::kBF16 && cpu::cpu_path_supported(CpuPath::kGemmAvx512Bf16, t)) compare("avx512bf16");
 }
 
 struct Case {
@@ -221,7 +220,8 @@ TEST(CpuMatmul, HugeActivationsDoNotOverflowBeforeTheScale) {
       Out ref = poisoned(DType::kF32, m, 5, 5);
       quantized_matmul_ref(MatrixView{xf.data(), DType::kF32, m, K, K}, w.view(), ref.view);
       const double sabs = K * 6.0 * std::ldexp(1.0, 125 - 9);  // sum_k |x_k w_k|
-      for (CpuPath p : {CpuPath::kAuto, CpuPath::kGemv, CpuPath::kGemvAvx512Bf16, CpuPath::kGemvAmx, CpuPath::kGemmF32}) {
+      for (CpuPath p : {CpuPath::kAuto, CpuPath::kGemv, CpuPath::kGemvAvx512Bf16, CpuPath::kGemvAmx, CpuPath::kGemmF32,
+                        CpuPath::kGemmAmx}) {
         if (p != CpuPath::kAuto && !cpu::cpu_path_supported(p, dt)) continue;
         SCOPED_TRACE(std::string(cpu::cpu_path_name(p)) + " " + dtype_name(dt) + " M=" + std::to_string(m));
         Out y = poisoned(dt, m, 5, 5);
@@ -289,7 +289,7 @@ TEST(CpuMatmul, BlockingTuningDoesNotChangeResults) {
   for (DType dt : {DType::kBF16, DType::kF16, DType::kF32}) {
     SCOPED_TRACE("M=" + std::to_string(m) + " dtype=" + dtype_name(dt));
     const Act x = random_x(dt, m, 1552, 1552, seed + m);
-    std::vector<CpuPath> paths = {CpuPath::kGemvAvx512Bf16};
+    std::vector<CpuPath> paths = {CpuPath::kGemvAvx512Bf16, CpuPath::kGemmAmx};
     if (dt == DType::kBF16) {
       paths = {CpuPath::kGemv, CpuPath::kGemmF32};
       for (CpuPath p : {CpuPath::kGemvAvx512Bf16, CpuPath::kGemmAvx512Bf16, CpuPath::kGemmAmx})
@@ -379,6 +379,40 @@ TEST(CpuMatmulSplit, ScaledOneHotSplitIsBitExact) {
   }
 }
 
+// The same bit-exactness on the AMX GEMM, whose pieces meet scaled weights: fp32 from 2^-93 (its
+// bound), 40 rows = 120 fp32 virtual rows, with the default MC and with MC = 32 (96 virtual rows
+// per task for fp32: a task boundary inside the rows, never inside a row's pieces).
+TEST(CpuMatmulSplit, AmxGemmScaledOneHotIsBitExact) {
+  if (!cpu::cpu_path_supported(CpuPath::kGemmAmx, DType::kF32))
+    GTEST_SKIP() << "AMX not available (or XTILEDATA not granted): the AMX GEMM cannot run here";
+  const std::uint64_t seed = 4093;
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const cpu::CpuTuning saved = cpu::cpu_tuning();
+  for (const std::int64_t mc : {saved.gemm_mc, std::int64_t{32}})
+    for (const std::int64_t k : {std::int64_t{784}, std::int64_t{48}}) {
+      const std::int64_t n = 37, m = 40;
+      const Weight w = random_weight(n, k, seed + k);
+      cpu::CpuTuning t = saved;
+      t.gemm_mc = mc;
+      cpu::cpu_tuning_mutable() = t;
+      for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " K=" + std::to_string(k) + " MC=" + std::to_string(mc));
+        std::vector<std::uint8_t> xb = scaled_one_hot_x(dt, m, k, seed * 5 + k, -93);
+        const MatrixView xv{xb.data(), dt, m, k, k};
+        Out ref = poisoned(dt, m, n, n), y = poisoned(dt, m, n, n);
+        quantized_matmul_ref(xv, w.view(), ref.view);
+        EXPECT_TRUE(cpu::gemm_nvfp4_bf16(args_of(xv, w, y.view), cpu::Bf16Kernel::kAmx)) << "split refused";
+        expect_exact(
+            y, m, n, [&](std::int64_t i, std::int64_t j) { return ref.get(i, j); },
+            [&](std::int64_t i, std::int64_t j) {
+              return "m=" + std::to_string(i) + " n=" + std::to_string(j) +
+                     " x=" + std::to_string(load_as_f32(xb.data(), dt, i * k + (i * 37 + 5) % k));
+            });
+      }
+    }
+  cpu::cpu_tuning_mutable() = saved;
+}
+
 // Data the split cannot take exactly: the kernel refuses (returns false) and writes nothing; the
 // dispatched path (Highway GEMV fallback) still matches the oracle.
 TEST(CpuMatmulSplit, UnsplittableDataFallsBackAndMatches) {
@@ -408,6 +442,15 @@ TEST(CpuMatmulSplit, UnsplittableDataFallsBackAndMatches) {
       if (!b.split) {
         for (std::int64_t i = 0; i < 3 * 13; ++i) ASSERT_TRUE(std::isnan(y.get(i / 13, i % 13))) << "wrote before refusing";
       }
+      if (cpu::cpu_path_supported(CpuPath::kGemmAmx, b.t)) {
+        // The AMX GEMM's bound is 2^-93 (kAmxSplitMinExpF32): 2^-102 is refused there too.
+        const bool amx_split = b.split && !(b.t == DType::kF32 && std::fabs(b.v) < 0x1p-93f);
+        Out ya = poisoned(b.t, 3, 13, 13);
+        EXPECT_EQ(cpu::gemm_nvfp4_bf16(args_of(x.view, w, ya.view), cpu::Bf16Kernel::kAmx), amx_split);
+        if (!amx_split) {
+          for (std::int64_t i = 0; i < 3 * 13; ++i) ASSERT_TRUE(std::isnan(ya.get(i / 13, i % 13))) << "AMX GEMM wrote before refusing";
+        }
+      }
       // Near FLT_MAX any two summation orders may overflow differently (the Highway GEMV's
       // unscaled block partial e2m1 * x overflows above ~2^121 before the scale <= 448 / >= 2^-9
       // applies): the oracle comparison is for the small values.
@@ -428,6 +471,7 @@ TEST(CpuMatmulSplit, DispatchFollowsTuningTable) {
   // The chain below the AMX GEMV: with gemv_amx_rows = 0 it is the same on every host (an AMX
   // host would otherwise take the AMX GEMV for these M first). The AMX link is checked after.
   t.gemv_amx_rows = 0;
+  t.gemv_amx_max_virtual_rows = 0;
   t.gemv_m1_fma = 0;  // checked below
   cpu::cpu_tuning_mutable() = t;
   EXPECT_EQ(cpu::cpu_path_for(1, DType::kF32), CpuPath::kGemv);
@@ -452,12 +496,13 @@ TEST(CpuMatmulSplit, DispatchFollowsTuningTable) {
     cpu::cpu_tuning_mutable() = t;
   }
   {  // Above gemv_max_m: the vdpbf16ps GEMV up to the dtype's bound where the host has no AMX,
-     // the GEMM above it (bf16: the bf16 or AMX GEMM; fp16 / fp32: the fp32 GEMM).
+     // the GEMM above it (the AMX GEMM for every dtype where it runs; else bf16: the vdpbf16ps
+     // GEMM, fp16 / fp32: the fp32 GEMM).
     const bool amx = cpu::cpu_path_supported(CpuPath::kGemmAmx, DType::kBF16);
     struct B { DType t; std::int64_t max_m; CpuPath gemm; };
     for (const B& b : {B{DType::kBF16, t.gemv_bf16_max_m, amx ? CpuPath::kGemmAmx : CpuPath::kGemmAvx512Bf16},
-                       B{DType::kF16, t.gemv_f16_max_m, CpuPath::kGemmF32},
-                       B{DType::kF32, t.gemv_f32_max_m, CpuPath::kGemmF32}}) {
+                       B{DType::kF16, t.gemv_f16_max_m, amx ? CpuPath::kGemmAmx : CpuPath::kGemmF32},
+                       B{DType::kF32, t.gemv_f32_max_m, amx ? CpuPath::kGemmAmx : CpuPath::kGemmF32}}) {
       SCOPED_TRACE(dtype_name(b.t));
       EXPECT_EQ(cpu::cpu_path_for(t.gemv_max_m + 1, b.t), amx ? b.gemm : CpuPath::kGemvAvx512Bf16);
       EXPECT_EQ(cpu::cpu_path_for(b.max_m, b.t), amx ? b.gemm : CpuPath::kGemvAvx512Bf16);
@@ -479,6 +524,20 @@ TEST(CpuMatmulSplit, DispatchFollowsTuningTable) {
     EXPECT_EQ(cpu::cpu_path_for(2, DType::kF32), amx ? CpuPath::kGemvAmx : CpuPath::kGemvAvx512Bf16);
     EXPECT_EQ(cpu::cpu_path_for(3, DType::kF32), CpuPath::kGemv);
     EXPECT_EQ(cpu::cpu_kernel_name(2, DType::kF32), amx ? "gemv_nvfp4_amx_sp3" : "gemv_nvfp4_avx512bf16_sp3");
+    // Above M = 16, by virtual rows (M x pieces): 48 -> bf16 M <= 48, fp16 M <= 24, fp32 M <= 16.
+    ta.gemv_amx_max_virtual_rows = 48;
+    cpu::cpu_tuning_mutable() = ta;
+    struct V { DType t; std::int64_t last; };
+    for (const V& v : {V{DType::kBF16, 48}, V{DType::kF16, 24}}) {
+      SCOPED_TRACE(dtype_name(v.t));
+      EXPECT_EQ(cpu::cpu_path_for(17, v.t) == CpuPath::kGemvAmx, amx);
+      EXPECT_EQ(cpu::cpu_path_for(v.last, v.t) == CpuPath::kGemvAmx, amx);
+      EXPECT_NE(cpu::cpu_path_for(v.last + 1, v.t), CpuPath::kGemvAmx);
+    }
+    EXPECT_NE(cpu::cpu_path_for(17, DType::kF32), CpuPath::kGemvAmx);
+    if (amx) {
+      EXPECT_EQ(cpu::cpu_kernel_name(25, DType::kF16), "gemm_nvfp4_amx_sp2");
+    }
     cpu::cpu_tuning_mutable() = t;
   }
   const Weight w = random_weight(23, 784, 12);

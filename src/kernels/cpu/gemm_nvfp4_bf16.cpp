@@ -5,6 +5,11 @@
 // used as is, and the bf16 x bf16 products are exact in fp32. Only the fp32 accumulation order
 // (and the bf16 units' flush of denormal sums, see the microkernels) differs from the oracle.
 //
+// fp16 / fp32 activations (AMX only): each row is split exactly into 2 / 3 bf16 pieces
+// (split_row_bf16, the AMX GEMV's 2^-93 bound for fp32: the pieces meet SCALED weights >= 2^-10, so
+// no product is flushed) that run as consecutive rows and are summed per output. 2-3x the
+// multiply-adds on TDPBF16PS beat the fp32 GEMM it replaces there (docs/perf-cpu.md 21).
+//
 // Blocking as the fp32 GEMM (gemm_nvfp4_hwy.cpp): a task owns MC rows x NC columns; per KC slice
 // it decodes its NC weight rows into a pair-layout panel Bp[KC/2][NC][2] -- the layout both
 // vdpbf16ps (a u32 pair per lane) and AMX TDPBF16PS (B tile rows = K pairs) read -- and calls
@@ -19,6 +24,7 @@
 // (Zen 4, M=512 N=512 K=14336, 1 thread) put the former scalar decode at 30% of the run, more
 // than the microkernel (27%).
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -152,8 +158,12 @@ bool bf16_kernel_supported(Bf16Kernel kind) {
   return kind == Bf16Kernel::kAmx ? amx_supported() : avx512bf16_supported();
 }
 
-void gemm_nvfp4_bf16(const MatmulArgs& a, Bf16Kernel kind) {
-  const std::int64_t m = a.m, n = a.n, k = a.k;
+bool gemm_nvfp4_bf16(const MatmulArgs& a, Bf16Kernel kind) {
+  // fp16 / fp32 rows (AMX only): P exact bf16 pieces per row, run as P consecutive virtual rows
+  // and summed per output (kernels_cpu.h). m counts virtual rows from here on.
+  const int P = a.dtype == DType::kBF16 ? 1 : gemv_avx512bf16_pieces(a.dtype);
+  if (P > 1 && kind != Bf16Kernel::kAmx) return false;
+  const std::int64_t m = a.m * P, n = a.n, k = a.k;
   // Rows are padded to the microkernel's row block: 32 for AMX (2 x 16-row tiles), 8 for the
   // vdpbf16ps kernel (MR = 8). Padding the latter to 32 as well made M = 9..31 cost as much as
   // M = 32 (docs/perf-cpu.md 9).
@@ -161,7 +171,8 @@ void gemm_nvfp4_bf16(const MatmulArgs& a, Bf16Kernel kind) {
   const std::int64_t kpad = round_up(k, 32), mpad = round_up(m, mq);
   const CpuTuning& tune = cpu_tuning();
   const std::int64_t threads = num_threads();
-  const std::int64_t mc = round_up(tune.gemm_mc, 32), kcmax = round_up(tune.gemm_kc, 32);
+  // A task's rows hold whole activation rows (all P pieces): MC a multiple of 32 and of P.
+  const std::int64_t mc = round_up(round_up(tune.gemm_mc, 32), P == 3 ? 96 : 32), kcmax = round_up(tune.gemm_kc, 32);
   std::int64_t nc = round_up(tune.gemm_nc, 32);
   const std::int64_t mblocks = (m + mc - 1) / mc;
   while (nc > 32 && mblocks * ((n + nc - 1) / nc) < 4 * threads) nc -= 32;
@@ -169,16 +180,25 @@ void gemm_nvfp4_bf16(const MatmulArgs& a, Bf16Kernel kind) {
   auto ukernel = kind == Bf16Kernel::kAmx ? gemm_ukernel_amx : gemm_ukernel_avx512bf16;
 
   auto xa = alloc64<std::uint16_t>(mpad * kpad);
-  parallel_for(mpad, [&](std::int64_t mi) {
-    std::uint16_t* dst = xa.get() + mi * kpad;
-    std::int64_t copied = 0;
-    if (mi < m) {
-      std::memcpy(dst, static_cast<const std::uint16_t*>(a.x) + mi * a.x_stride,
-                  static_cast<std::size_t>(a.kx) * 2);
-      copied = a.kx;
+  std::atomic<bool> split_ok{true};
+  parallel_for((mpad + P - 1) / P, [&](std::int64_t mi) {
+    std::vector<std::uint16_t> pieces;
+    if (P > 1 && mi < a.m) {
+      pieces.assign(static_cast<std::size_t>(P * k), 0);
+      if (!split_row_bf16(a, mi, pieces.data(), kAmxSplitMinExpF32)) split_ok.store(false);
     }
-    std::memset(dst + copied, 0, static_cast<std::size_t>(kpad - copied) * 2);
+    for (std::int64_t j = 0; j < P && mi * P + j < mpad; ++j) {
+      std::uint16_t* dst = xa.get() + (mi * P + j) * kpad;
+      std::int64_t copied = 0;
+      if (mi < a.m) {
+        const std::uint16_t* src = P > 1 ? pieces.data() + j * k : static_cast<const std::uint16_t*>(a.x) + mi * a.x_stride;
+        std::memcpy(dst, src, static_cast<std::size_t>(a.kx) * 2);
+        copied = a.kx;
+      }
+      std::memset(dst + copied, 0, static_cast<std::size_t>(kpad - copied) * 2);
+    }
   });
+  if (!split_ok.load()) return false;
 
   parallel_for(mblocks * nblocks, [&](std::int64_t t) {
     const std::int64_t nb = t % nblocks, mb = t / nblocks;
@@ -197,10 +217,15 @@ void gemm_nvfp4_bf16(const MatmulArgs& a, Bf16Kernel kind) {
       decode_panel_scalar(a, n0, cols, nc, k0, kc, done, pairs);
       ukernel(xa.get() + m0 * kpad + k0, kpad, bp.get(), nc, kc, cacc.get(), nc, rows_pad);
     }
-    for (std::int64_t i = 0; i < rows; ++i)
-      for (std::int64_t c = 0; c < cols; ++c)
-        store_from_f32(a.y, a.dtype, (m0 + i) * a.y_stride + n0 + c, cacc[i * nc + c] * a.tensor_scale);
+    // Per output: its pieces smallest first (as gemv_store_pieces), then the tensor scale once.
+    for (std::int64_t i = 0; i < rows; i += P)
+      for (std::int64_t c = 0; c < cols; ++c) {
+        float v = cacc[(i + P - 1) * nc + c];
+        for (int j = P - 2; j >= 0; --j) v += cacc[(i + j) * nc + c];
+        store_from_f32(a.y, a.dtype, (m0 + i) / P * a.y_stride + n0 + c, v * a.tensor_scale);
+      }
   });
+  return true;
 }
 
 }  // namespace nvfp4::cpu

@@ -79,7 +79,6 @@ namespace {
 
 #define NVFP4_AMXV_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi")))
 
-constexpr int kSplitMinExpF32 = -93;  // see the header comment and split_bf16_avx512.cpp
 constexpr std::int64_t kGroupK = 32;   // k per A tile row
 constexpr std::int64_t kTileElems = 16 * kGroupK;  // bf16 elements of one A tile (1 KiB)
 constexpr int kMaxAbufTiles = 32;      // A buffer per task: n_tiles x k_block/32 tiles <= 32 KiB
@@ -479,7 +478,7 @@ bool gemv_amx_run(const MatmulArgs& a) {
   std::vector<std::uint16_t> pieces(static_cast<std::size_t>(m * prow_len), 0);
   std::atomic<bool> ok{true};
   parallel_for(m, [&](std::int64_t mi) {
-    if (!split_row_bf16(a, mi, pieces.data() + mi * prow_len, kSplitMinExpF32)) ok.store(false);
+    if (!split_row_bf16(a, mi, pieces.data() + mi * prow_len, kAmxSplitMinExpF32)) ok.store(false);
   });
   if (!ok.load()) return false;
 

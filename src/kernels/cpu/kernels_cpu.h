@@ -77,10 +77,17 @@ std::vector<std::int64_t> hwy_compiled_targets();
 
 // gemm_nvfp4_bf16.cpp: W decoded exactly to bf16 pair panels, bf16 x (exact), fp32 accumulate;
 // the microkernel is AVX512-BF16 vdpbf16ps (gemm_nvfp4_avx512bf16.cpp) or AMX tiles
-// (gemm_nvfp4_amx.cpp). bf16 activations only.
+// (gemm_nvfp4_amx.cpp). bf16 activations; with kAmx also fp16 / fp32, split exactly into
+// gemv_avx512bf16_pieces(dtype) bf16 rows each (split_row_bf16 with kAmxSplitMinExpF32) that run
+// as extra rows and are summed per output. Returns false, writing nothing, for fp16 / fp32 with
+// kAvx512Bf16 or rows that cannot be split (the caller then runs gemm_nvfp4_hwy).
 enum class Bf16Kernel { kAvx512Bf16, kAmx };
 bool bf16_kernel_supported(Bf16Kernel kind);
-void gemm_nvfp4_bf16(const MatmulArgs& a, Bf16Kernel kind);
+bool gemm_nvfp4_bf16(const MatmulArgs& a, Bf16Kernel kind);
+// Smallest fp32 exponent the AMX kernels accept in the exact bf16 split: their pieces meet SCALED
+// weights (>= 2^-10), and pieces of |x| >= 2^-93 are multiples of 2^-116, so every product is
+// >= 2^-126 and TDPBF16PS flushes none (proof in split_bf16_avx512.cpp).
+constexpr int kAmxSplitMinExpF32 = -93;
 
 // Microkernels of the bf16 GEMM. C[rows, nc] += A[rows, kc] . B, where A is bf16 row-major
 // (lda elements), B is a decoded panel in pair layout Bp[kc/2][nc][2] (bf16), C fp32 (ldc).

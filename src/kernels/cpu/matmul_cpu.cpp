@@ -1,5 +1,6 @@
 // kernels/cpu/matmul_cpu.cpp -- the CPU backend's dispatcher: a short ordered chain.
-//   M's bit in gemv_amx_rows (default M = 2..16), AMX granted, AVX512-BF16+VBMI
+//   M's bit in gemv_amx_rows (default M = 2..16), or M > 16 with M x pieces <=
+//     gemv_amx_max_virtual_rows (default 56), AMX granted, AVX512-BF16+VBMI
 //                                            -> GEMV on AMX tiles, any dtype (fp16/fp32 split
 //                                               exactly into 2/3 bf16 pieces; data that cannot be
 //                                               split exactly runs the Highway GEMV)
@@ -9,12 +10,13 @@
 //                                               exactly, e.g. NaN/Inf, the Highway GEMV runs)
 //     M = 1 with the dtype in gemv_m1_fma (every dtype on AMX hosts): the same GEMV, fp32 FMAs
 //   M <= gemv_max_m (tuning_cpu.h)          -> GEMV (Highway, best target)
-//   bf16 activations, AMX granted            -> GEMM on AMX tiles
+//   AMX granted                              -> GEMM on AMX tiles, any dtype (fp16/fp32 split
+//                                               exactly; data that cannot be split: fp32 GEMM)
 //   bf16 activations, AVX512-BF16            -> GEMM on vdpbf16ps
 //   otherwise                                -> GEMM fp32 (Highway, best target)
 // fp32/fp16 activations are never rounded to bf16 (that would cost ~2^-9 relative per product,
-// far outside the documented tolerance): the GEMVs split them exactly (proof in
-// split_bf16_avx512.cpp); the bf16 GEMMs take bf16 only.
+// far outside the documented tolerance): the GEMVs and the AMX GEMM split them exactly (proof in
+// split_bf16_avx512.cpp); the vdpbf16ps GEMM takes bf16 only.
 #include "kernels/cpu/matmul_cpu.h"
 
 #include <string>
@@ -93,7 +95,7 @@ bool cpu_path_supported(CpuPath p, DType t) {
   switch (p) {
     case CpuPath::kGemmAvx512Bf16: return t == DType::kBF16 && bf16_kernel_supported(Bf16Kernel::kAvx512Bf16);
     case CpuPath::kGemvAvx512Bf16: return gemv_avx512bf16_supported();  // any dtype (exact split)
-    case CpuPath::kGemmAmx: return t == DType::kBF16 && bf16_kernel_supported(Bf16Kernel::kAmx);
+    case CpuPath::kGemmAmx: return bf16_kernel_supported(Bf16Kernel::kAmx);  // any dtype (exact split)
     case CpuPath::kGemvAmx: return gemv_amx_supported();  // any dtype (exact split)
     default: return true;
   }
@@ -101,8 +103,9 @@ bool cpu_path_supported(CpuPath p, DType t) {
 
 CpuPath cpu_path_for(std::int64_t m, DType t) {
   const CpuTuning& tune = cpu_tuning();
-  if (m >= 1 && m <= 16 && ((tune.gemv_amx_rows >> (m - 1)) & 1u) != 0 && cpu_path_supported(CpuPath::kGemvAmx, t))
-    return CpuPath::kGemvAmx;
+  const bool amx_gemv_m = m <= 16 ? m >= 1 && ((tune.gemv_amx_rows >> (m - 1)) & 1u) != 0
+                                  : m * gemv_avx512bf16_pieces(t) <= tune.gemv_amx_max_virtual_rows;
+  if (amx_gemv_m && cpu_path_supported(CpuPath::kGemvAmx, t)) return CpuPath::kGemvAmx;
   if (m <= tune.gemv_max_m) {
     const std::uint32_t rows = t == DType::kF32 ? tune.gemv_split_f32_rows : tune.gemv_split_f16_rows;
     // M = 1 with the dtype in gemv_m1_fma takes the rows as they are (converted exactly to fp32).
@@ -130,7 +133,7 @@ std::string cpu_kernel_name(std::int64_t m, DType t) {
   // "_sp3" / "_sp2": fp32 / fp16 rows split into 3 / 2 bf16 pieces (<= 26 characters: the
   // width of the bench table's kernel column).
   if (p == CpuPath::kGemvAvx512Bf16 && gemv_fma_dot(m, t)) return "gemv_nvfp4_avx512fma";
-  if ((p == CpuPath::kGemvAvx512Bf16 || p == CpuPath::kGemvAmx) && t != DType::kBF16)
+  if ((p == CpuPath::kGemvAvx512Bf16 || p == CpuPath::kGemvAmx || p == CpuPath::kGemmAmx) && t != DType::kBF16)
     s += "_sp" + std::to_string(gemv_avx512bf16_pieces(t));
   return s;
 }
@@ -192,7 +195,9 @@ void quantized_matmul_path(const MatrixView& x, const WeightView& w, const Matri
       unscaled_partials = true;
       break;
     case CpuPath::kGemmF32: gemm_nvfp4_hwy(a); break;
-    case CpuPath::kGemmAvx512Bf16: gemm_nvfp4_bf16(a, Bf16Kernel::kAvx512Bf16); break;
+    case CpuPath::kGemmAvx512Bf16:
+      if (!gemm_nvfp4_bf16(a, Bf16Kernel::kAvx512Bf16)) gemm_nvfp4_hwy(a);  // bf16 only here: always runs
+      break;
     case CpuPath::kGemvAvx512Bf16:
       // Activations that cannot be split exactly into bf16 pieces (fp32 outside [2^-102, 2^120),
       // Inf/NaN): the Highway GEMV gives the same contract (oracle within tolerance, same NaN/Inf).
@@ -206,7 +211,11 @@ void quantized_matmul_path(const MatrixView& x, const WeightView& w, const Matri
         unscaled_partials = true;
       }
       break;
-    default: gemm_nvfp4_bf16(a, Bf16Kernel::kAmx); break;
+    default:
+      // fp16 / fp32 rows outside the exact split (fp32 outside [2^-93, 2^120), Inf/NaN): the fp32
+      // GEMM, which multiplies the same scaled weights.
+      if (!gemm_nvfp4_bf16(a, Bf16Kernel::kAmx)) gemm_nvfp4_hwy(a);
+      break;
   }
   // An unscaled block partial can overflow near FLT_MAX (|x| > ~2^121 with small scales) where
   // the oracle's x * (e2m1 * scale) products do not. A non-finite output (rare: it also comes

@@ -98,6 +98,15 @@ struct CpuTuning {
   // M=2 1.172 on AMX vs 1.467 on vdpbf16ps, M=3 1.277, M=4 1.215, M=8 1.345. So M = 2..16
   // (0xFFFE); M=1 stays on the vdpbf16ps GEMV (AMX M=1 2741 vs 1995 us, same sweep).
   std::uint32_t gemv_amx_rows = 0xFFFE;
+  // AMX GEMV above M = 16 too, while M x pieces (1 bf16, 2 fp16, 3 fp32: the virtual rows) <= this;
+  // the AMX GEMM above. The GEMV decodes the weights once per pass of <= 48 virtual rows, the GEMM
+  // once per call but into panels it reloads per 32 rows. Measured (Emerald Rapids dev VM, 2
+  // threads, cold, N=4096 K=14336, cpu_paths_bench, us median, GEMV / GEMM, 2026-12-01 16:46-16:48
+  // UTC, docs/perf-cpu.md 21): bf16 M=24 3899 / 9214, M=32 4813 / 9439, M=48 13814 / 21559, M=64
+  // 21274 / 21250, M=96 23832 / 19321; fp16 M=17 9527 / 16909, M=24 7053 / 11575, M=32 14250 /
+  // 14881, M=48 32512 / 27844; fp32 M=17 11726 / 15576, M=64 56669 / 35856. Faster up to 51
+  // virtual rows, even at 64: the bound sits between.
+  std::int64_t gemv_amx_max_virtual_rows = 56;
   // AMX GEMV: 16-row C tiles per pass (1..6; capped at 2 when the virtual activation rows need
   // 2 C tiles per 16 weight rows, 1 for 3, to fit the 8 tile registers). A task = 16 * this many
   // weight rows; each B tile load feeds this many TDPBF16PS. Measured (same run as above): 2 beats
