@@ -104,9 +104,11 @@ struct CpuTuning {
   // threads, cold, N=4096 K=14336, cpu_paths_bench, us median, GEMV / GEMM, 2026-12-01 16:46-16:48
   // UTC, docs/perf-cpu.md 21): bf16 M=24 3899 / 9214, M=32 4813 / 9439, M=48 13814 / 21559, M=64
   // 21274 / 21250, M=96 23832 / 19321; fp16 M=17 9527 / 16909, M=24 7053 / 11575, M=32 14250 /
-  // 14881, M=48 32512 / 27844; fp32 M=17 11726 / 15576, M=64 56669 / 35856. Faster up to 51
-  // virtual rows, even at 64: the bound sits between.
-  std::int64_t gemv_amx_max_virtual_rows = 56;
+  // 14881, M=48 32512 / 27844; fp32 M=17 11726 / 15576, M=64 56669 / 35856. Re-run at 2a69f5d:
+  // bf16 M=64 13763 / 15508, fp16 M=24 12599 / 19005, M=48 33722 / 28731, fp32 M=24 23588 /
+  // 28801, M=48 38433 / 25476 (bench/results/cpu-2026-12-01-emr-devvm-amx-mid-m.log). Faster up
+  // to 51 virtual rows, ahead or even at 64 and 72, behind from 96.
+  std::int64_t gemv_amx_max_virtual_rows = 64;
   // AMX GEMV: 16-row C tiles per pass (1..6; capped at 2 when the virtual activation rows need
   // 2 C tiles per 16 weight rows, 1 for 3, to fit the 8 tile registers). A task = 16 * this many
   // weight rows; each B tile load feeds this many TDPBF16PS. Measured (same run as above): 2 beats
