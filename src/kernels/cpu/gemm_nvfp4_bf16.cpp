@@ -8,7 +8,8 @@
 // fp16 / fp32 activations (AMX only): each row is split exactly into 2 / 3 bf16 pieces
 // (split_row_bf16, the AMX GEMV's 2^-93 bound for fp32: the pieces meet SCALED weights >= 2^-10, so
 // no product is flushed) that run as consecutive rows and are summed per output. 2-3x the
-// multiply-adds on TDPBF16PS beat the fp32 GEMM it replaces there (docs/perf-cpu.md 21).
+// multiply-adds on TDPBF16PS beat the fp32 GEMM it replaces there (docs/perf-cpu.md 21). The
+// padded copy of x then holds 2P bytes per activation (fp16 2x, fp32 1.5x the input's bytes).
 //
 // Blocking as the fp32 GEMM (gemm_nvfp4_hwy.cpp): a task owns MC rows x NC columns; per KC slice
 // it decodes its NC weight rows into a pair-layout panel Bp[KC/2][NC][2] -- the layout both

@@ -24,12 +24,11 @@ struct CpuTuning {
   // GEMV / GEMM with rows padded to 8, docs/perf-cpu.md 9; bench/results/cpu-2026-11-30-zen4-
   // gemm-row-padding.log): 9728 x 2560 M=12 2851 / 3462, M=16 3504 / 3506, M=20 4263 / 4428,
   // M=24 4809 / 4435; 4096 x 14336 M=16 6574 / 7757, M=24 9149 / 9726, M=40 15263 / 14097;
-  // 2560 x 9728 M=16 2646 / 3312, M=24 4136 / 4627. AMX hosts keep their AMX GEMV (M <= 16) and
-  // AMX GEMM.
+  // 2560 x 9728 M=16 2646 / 3312, M=24 4136 / 4627. AMX hosts keep their AMX GEMV and AMX GEMM.
   std::int64_t gemv_bf16_max_m = 24;
   // The same for fp16 / fp32 activations (the GEMV splits them exactly into 2 / 3 bf16 pieces;
-  // above these M they take the Highway fp32 GEMM; hosts with AMX keep their choice, unmeasured
-  // there). Measured (same VM and tool, 17:28-17:31 UTC, us median, split GEMV / fp32 GEMM,
+  // above these M they take the Highway fp32 GEMM; hosts with AMX take the AMX GEMV and the AMX
+  // GEMM, which splits them too, docs/perf-cpu.md 21). Measured (same VM and tool, 17:28-17:31 UTC, us median, split GEMV / fp32 GEMM,
   // bench/results/cpu-2026-11-30-zen4-mid-m-f16-f32.log): fp16 4096 x 14336 M=12 9183 / 20105,
   // M=16 12261 / 22141, M=24 18379 / 26881, M=32 25309 / 32074; 9728 x 2560 M=16 7485 / 9784,
   // M=24 10097 / 11620. fp32 4096 x 14336 M=12 13905 / 19883, M=16 19005 / 22467, M=24 30455 /
