@@ -1,6 +1,6 @@
 // kernels/cpu/matmul_cpu.cpp -- the CPU backend's dispatcher: a short ordered chain.
 //   M's bit in gemv_amx_rows (default M = 2..16), or M > 16 with M x pieces <=
-//     gemv_amx_max_virtual_rows (default 64), AMX granted, AVX512-BF16+VBMI
+//     gemv_amx_max_virtual_rows (default 48), AMX granted, AVX512-BF16+VBMI
 //                                            -> GEMV on AMX tiles, any dtype (fp16/fp32 split
 //                                               exactly into 2/3 bf16 pieces; data that cannot be
 //                                               split exactly runs the Highway GEMV)

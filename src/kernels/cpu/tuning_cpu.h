@@ -106,8 +106,11 @@ struct CpuTuning {
   // 14881, M=48 32512 / 27844; fp32 M=17 11726 / 15576, M=64 56669 / 35856. Re-run at 2a69f5d:
   // bf16 M=64 13763 / 15508, fp16 M=24 12599 / 19005, M=48 33722 / 28731, fp32 M=24 23588 /
   // 28801, M=48 38433 / 25476 (bench/results/cpu-2026-12-01-emr-devvm-amx-mid-m.log). Faster up
-  // to 51 virtual rows, ahead or even at 64 and 72, behind from 96.
-  std::int64_t gemv_amx_max_virtual_rows = 64;
+  // to 51 virtual rows at this shape, ahead or even at 64 and 72, behind from 96. But above 48
+  // virtual rows the GEMV makes 2 passes, decoding every weight twice, and on the Qwen3-4B decode
+  // replay at B = 64 (its 151936 x 2560 lm_head included) a bound of 64 was 1.33x slower
+  // end to end (CI [1.20, 1.48], docs/perf-cpu.md 21). So one pass: 48.
+  std::int64_t gemv_amx_max_virtual_rows = 48;
   // AMX GEMV: 16-row C tiles per pass (1..6; capped at 2 when the virtual activation rows need
   // 2 C tiles per 16 weight rows, 1 for 3, to fit the 8 tile registers). A task = 16 * this many
   // weight rows; each B tile load feeds this many TDPBF16PS. Measured (same run as above): 2 beats
