@@ -242,12 +242,12 @@ std::string rows_csv(const std::vector<Row>& rows) {
 
 std::string compare_csv(const CompareRun& run) {
   std::string s = "round,process,first,a_us,b_us,ratio\n";
-  for (std::size_t i = 0, j = 0; i < run.a_us.size(); ++i) {
+  std::size_t start = 0;  // first round of the current pair: each pair's rounds run A B B A ...
+  for (std::size_t i = 0; i < run.a_us.size(); ++i) {
     const int p = i < run.process.size() ? run.process[i] : 0;
-    j = i > 0 && i < run.process.size() && run.process[i] != run.process[i - 1] ? 0 : j;  // round within its pair
-    s += fmt::format("{},{},{},{:.3f},{:.3f},{:.6f}\n", i, p, j % 2 == 0 ? "A" : "B", run.a_us[i], run.b_us[i],
+    if (i > 0 && i < run.process.size() && p != run.process[i - 1]) start = i;
+    s += fmt::format("{},{},{},{:.3f},{:.3f},{:.6f}\n", i, p, (i - start) % 2 == 0 ? "A" : "B", run.a_us[i], run.b_us[i],
                      run.b_us[i] / run.a_us[i]);
-    ++j;
   }
   return s;
 }

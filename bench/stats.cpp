@@ -98,9 +98,9 @@ void set_verdict(CompareStats& s) {
   }
 }
 
-// Several process pairs: one observation per pair (the median log ratio of its rounds), Student's
-// t interval over them (stats.h says why). The per-round figures stay as computed.
-void pairs_interval(CompareStats& s, const std::vector<double>& lr, const std::vector<int>& process) {
+// Per-round log ratios grouped by process pair, pairs in order of first appearance (no ids: one pair).
+std::vector<std::vector<double>> by_pair(const std::vector<double>& lr, const std::vector<int>& process) {
+  if (process.empty()) return {lr};
   std::vector<int> ids;
   std::vector<std::vector<double>> by;
   for (std::size_t i = 0; i < lr.size(); ++i) {
@@ -112,9 +112,34 @@ void pairs_interval(CompareStats& s, const std::vector<double>& lr, const std::v
       by[static_cast<std::size_t>(it - ids.begin())].push_back(lr[i]);
     }
   }
+  return by;
+}
+
+// One pair: percentile bootstrap of the median over rounds (pairs stay together).
+void bootstrap_interval(CompareStats& s, const std::vector<double>& lr, std::uint64_t seed, int resamples) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::size_t> pick(0, lr.size() - 1);
+  std::vector<double> meds(static_cast<std::size_t>(resamples)), tmp(lr.size());
+  for (auto& m : meds) {
+    for (auto& t : tmp) t = lr[pick(rng)];
+    const std::size_t h = tmp.size() / 2;
+    std::nth_element(tmp.begin(), tmp.begin() + static_cast<std::ptrdiff_t>(h), tmp.end());
+    if (tmp.size() % 2) {
+      m = tmp[h];
+    } else {
+      const double hi = tmp[h];
+      m = 0.5 * (hi + *std::max_element(tmp.begin(), tmp.begin() + static_cast<std::ptrdiff_t>(h)));
+    }
+  }
+  const double alpha = 1 - s.confidence;
+  s.ci_low = std::exp(quantile(meds, alpha / 2));
+  s.ci_high = std::exp(quantile(meds, 1 - alpha / 2));
+}
+
+// Several process pairs: one observation per pair (the median log ratio of its rounds), Student's
+// t interval over them (stats.h says why). The per-round figures stay as computed.
+void pairs_interval(CompareStats& s, const std::vector<std::vector<double>>& by) {
   const int P = static_cast<int>(by.size());
-  s.processes = P;
-  if (P < 2) return;
   std::vector<double> m;
   for (const auto& v : by) m.push_back(median(v));
   double mean = 0;
@@ -164,30 +189,17 @@ CompareStats compare_samples(const std::vector<double>& a, const std::vector<dou
   s.ratio = std::exp(median(lr));
   s.log_ratio_sigma = 1.4826 * mad(lr);
 
-  // Percentile bootstrap over rounds (pairs stay together).
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<std::size_t> pick(0, lr.size() - 1);
-  std::vector<double> meds(static_cast<std::size_t>(resamples)), tmp(lr.size());
-  for (auto& m : meds) {
-    for (auto& t : tmp) t = lr[pick(rng)];
-    const std::size_t h = tmp.size() / 2;
-    std::nth_element(tmp.begin(), tmp.begin() + static_cast<std::ptrdiff_t>(h), tmp.end());
-    if (tmp.size() % 2) {
-      m = tmp[h];
-    } else {
-      const double hi = tmp[h];
-      m = 0.5 * (hi + *std::max_element(tmp.begin(), tmp.begin() + static_cast<std::ptrdiff_t>(h)));
-    }
-  }
-  const double alpha = 1 - confidence;
-  s.ci_low = std::exp(quantile(meds, alpha / 2));
-  s.ci_high = std::exp(quantile(meds, 1 - alpha / 2));
   s.min_effect = min_effect;
   // A sample spread of exactly 0 (identical times) still needs a floor for the power estimate.
   const double sigma = s.log_ratio_sigma > 0 ? s.log_ratio_sigma : 1e-6;
   s.rounds_needed = rounds_needed(sigma, effect, confidence);
   s.detectable_effect = detectable_effect(sigma, s.rounds, confidence);
-  if (!process.empty()) pairs_interval(s, lr, process);
+  const std::vector<std::vector<double>> pairs = by_pair(lr, process);
+  s.processes = static_cast<int>(pairs.size());
+  if (s.processes > 1)
+    pairs_interval(s, pairs);
+  else
+    bootstrap_interval(s, lr, seed, resamples);
   set_verdict(s);
   return s;
 }

@@ -173,7 +173,7 @@ bool gemm_nvfp4_bf16(const MatmulArgs& a, Bf16Kernel kind) {
   const CpuTuning& tune = cpu_tuning();
   const std::int64_t threads = num_threads();
   // A task's rows hold whole activation rows (all P pieces): MC a multiple of 32 and of P.
-  const std::int64_t mc = round_up(round_up(tune.gemm_mc, 32), P == 3 ? 96 : 32), kcmax = round_up(tune.gemm_kc, 32);
+  const std::int64_t mc = round_up(tune.gemm_mc, P == 3 ? 96 : 32), kcmax = round_up(tune.gemm_kc, 32);
   std::int64_t nc = round_up(tune.gemm_nc, 32);
   const std::int64_t mblocks = (m + mc - 1) / mc;
   while (nc > 32 && mblocks * ((n + nc - 1) / nc) < 4 * threads) nc -= 32;
@@ -183,7 +183,9 @@ bool gemm_nvfp4_bf16(const MatmulArgs& a, Bf16Kernel kind) {
   auto xa = alloc64<std::uint16_t>(mpad * kpad);
   std::atomic<bool> split_ok{true};
   parallel_for((mpad + P - 1) / P, [&](std::int64_t mi) {
-    std::vector<std::uint16_t> pieces;
+    // One buffer per thread, reused: a fresh one per row (P * K * 2 bytes, 86 KiB for fp32 at
+    // K = 14336) would be an allocation, and above glibc's mmap threshold page faults, per row.
+    thread_local std::vector<std::uint16_t> pieces;
     if (P > 1 && mi < a.m) {
       pieces.assign(static_cast<std::size_t>(P * k), 0);
       if (!split_row_bf16(a, mi, pieces.data(), kAmxSplitMinExpF32)) split_ok.store(false);
