@@ -408,7 +408,8 @@ std::vector<Row> run_cuda(const Options& opts) {
       };
       // The default call (overlapped launch where the table allows it: back-to-back calls in
       // the graph overlap one kernel's tail with the next one's launch), and the plain launch.
-      // From 25 virtual rows the default call is the repacked GEMM.
+      // From 25 virtual rows the default call is the repacked GEMM (17..32 on weights of at most
+      // 4096 x 4096: one GEMV launch, cuda::kRpWideMaxWeights).
       repacked_row("nvfp4_repacked", nullptr, {});
       cuda::RepackedMatmulOptions plain;
       plain.overlapped_launch = false;
@@ -416,7 +417,7 @@ std::vector<Row> run_cuda(const Options& opts) {
       const std::int64_t vrows_all = s.m * cuda::repacked_pieces(dt);
       if (vrows_all > 16) {
         // Side by side above 16 virtual rows: the GEMV in launches of 16 rows (its table tile;
-        // the default call from 25 rows on is the GEMM) and (NVFP4_BENCH_RGEMM_SWEEP=1) every
+        // the default call from 25 rows on is the GEMM or the wide GEMV) and (NVFP4_BENCH_RGEMM_SWEEP=1) every
         // GEMM block shape and K split, each validated like the rest.
         const cuda::GemvTile t16 = cuda::gemv_lookup_tile(cuda::device_cc(), s.n, s.k, cuda::GemvLayout::kRepacked, 16);
         repacked_row("nvfp4_repacked_gemv16", &t16, {});

@@ -176,7 +176,7 @@ if want sanitize; then
       --gtest_filter="${MEMCHECK_FILTER:--CudaGemv.EveryTile*:CudaTuning.Autotune*:CudaRgemm.OneHot*:CudaWgemm.OneHot*}" || { echo "memcheck FAILED rc=$?"; STATUS=1; }
     say "compute-sanitizer racecheck"
     timeout "${SAN_TIMEOUT:-150}" compute-sanitizer --tool racecheck --error-exitcode 3 "$TB" --gtest_brief=1 \
-      --gtest_filter="${RACECHECK_FILTER:-CudaGemv.EveryTile*:CudaGemv.Strided*:CudaRgemm.Small*:CudaWgemm.Small*:CudaWgemm.Epilogue*}" || { echo "racecheck FAILED rc=$?"; STATUS=1; }
+      --gtest_filter="${RACECHECK_FILTER:-CudaGemv.EveryTile*:CudaGemv.Strided*:CudaRepack.WideLaunch*:CudaRgemm.Small*:CudaWgemm.Small*:CudaWgemm.Epilogue*}" || { echo "racecheck FAILED rc=$?"; STATUS=1; }
   else
     echo "compute-sanitizer not found"
   fi

@@ -991,6 +991,88 @@ TEST(CudaRepack, Fp16AndFp32Activations) {
   }
 }
 
+// The wide launch: 17..32 virtual rows on small weights (N x K <= kRpWideMaxWeights) run one GEMV
+// launch with four n8 tiles (rp<1,4>). One-hot fp32 rows (30 virtual rows) and fp16 rows (32)
+// recover dequantize_ref bit for bit; random rows of every dtype at both ends of the range match
+// the oracle, on N that is one tile, a few, and not a multiple of a block's rows; padded strided
+// rows; non-finite rows propagate like the oracle; a graph replay gives the stream's bits.
+TEST(CudaRepack, WideLaunchOf17To32VirtualRows) {
+  REQUIRE_GPU();
+  for (auto nk : {std::pair<std::int64_t, std::int64_t>{16, 128}, {48, 256}, {272, 2560}, {1040, 1024}}) {
+    const std::int64_t n = nk.first, k = nk.second;
+    const std::uint64_t seed = 3232 + n + k;
+    SCOPED_TRACE("seed " + std::to_string(seed) + " N=" + std::to_string(n) + " K=" + std::to_string(k));
+    const QuantizedWeight qw = random_weight(n, k, seed);
+    const DevWeight dw(qw);
+    auto run = [&](const Tensor& x, Tensor& y, std::int64_t m, std::int64_t cols, std::int64_t stride) {
+      const DeviceCopy dx(x.data(), x.bytes.size()), dy(y.data(), y.bytes.size());
+      std::string name;
+      cuda::quantized_matmul_repacked_tile(MatrixView{dx.p, x.dtype, m, cols, stride}, dw.view(),
+                                           MatrixView{dy.p, y.dtype, m, n, n}, nullptr, nullptr, &name);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      ASSERT_EQ(name, "gemv_nvfp4_sm90_rp_r16_m32") << dtype_name(x.dtype) << " M=" << m;
+      dy.back(y.data());
+    };
+    Tensor deq(DType::kF32, {n, k});
+    dequantize_ref(qw.view(), MatrixView{deq.data(), DType::kF32, n, k, k});
+    for (const DType dt : {DType::kF32, DType::kF16}) {
+      const std::int64_t rows = dt == DType::kF32 ? 10 : 16;  // 30 / 32 virtual rows
+      Tensor x(dt, {rows, k});
+      for (std::int64_t r = 0; r < rows; ++r) x.set(r * k + (r * 61 + 3) % k, 1.0f);
+      Tensor y = nan_tensor(dt, rows, n);
+      ASSERT_NO_FATAL_FAILURE(run(x, y, rows, k, k));
+      const int bad = one_hot_mismatches(y, rows, n, [&](std::int64_t r, std::int64_t j) {
+        const float d = deq.get(j * k + (r * 61 + 3) % k);
+        return dt == DType::kF32 ? d : f16_to_f32(f32_to_f16(d));
+      }, std::string("wide ") + dtype_name(dt));
+      ASSERT_EQ(bad, 0);
+    }
+    for (const auto& [dt, m] : {std::pair<DType, std::int64_t>{DType::kBF16, 17}, {DType::kBF16, 24}, {DType::kBF16, 32},
+                                {DType::kF16, 9}, {DType::kF16, 16}, {DType::kF32, 6}, {DType::kF32, 10}}) {
+      Tensor x = random_x(dt, m, k, seed + 11 * m);
+      if (dt == DType::kF32)  // values whose low bits need all three pieces
+        for (std::int64_t i = 0; i < x.numel(); i += 3) x.set(i, x.get(i) * (1.0f + 0x1p-20f));
+      Tensor y = nan_tensor(dt, m, n);
+      ASSERT_NO_FATAL_FAILURE(run(x, y, m, k, k));
+      check_against_oracle(MatrixView{x.data(), dt, m, k, k}, qw, MatrixView{y.data(), dt, m, n, n},
+                           std::string("wide ") + dtype_name(dt) + " M=" + std::to_string(m));
+    }
+    {  // Padded, strided bf16 rows (x.cols = K - 8, row stride K + 24): through the prepared rows.
+      const std::int64_t m = 27, stride = k + 24, cols = k - 8;
+      Tensor x = random_x(DType::kBF16, m, stride, seed + 99);
+      Tensor y = nan_tensor(DType::kBF16, m, n);
+      ASSERT_NO_FATAL_FAILURE(run(x, y, m, cols, stride));
+      check_against_oracle(MatrixView{x.data(), DType::kBF16, m, cols, stride}, qw, MatrixView{y.data(), DType::kBF16, m, n, n},
+                           "wide padded strided rows");
+    }
+    if (k >= 1024)
+      for (const DType dt : {DType::kBF16, DType::kF32}) {
+        const std::int64_t m = dt == DType::kF32 ? 10 : 32;
+        Tensor x = random_x(dt, m, k, seed + 5);
+        x.set(3 * k + 77, INFINITY);
+        x.set(5 * k + 500, NAN);
+        x.set(7 * k + 1000, -INFINITY);
+        Tensor y = nan_tensor(dt, m, n);
+        ASSERT_NO_FATAL_FAILURE(run(x, y, m, k, k));
+        Tensor xf(DType::kF32, {m, k}), ref(DType::kF32, {m, n});
+        for (std::int64_t i = 0; i < x.numel(); ++i) xf.set(i, x.get(i));
+        quantized_matmul_ref(MatrixView{xf.data(), DType::kF32, m, k, k}, qw.view(), MatrixView{ref.data(), DType::kF32, m, n, n});
+        int bad = 0;
+        for (const std::int64_t r : {3, 5, 7})
+          for (std::int64_t j = 0; j < n; ++j) {
+            const float got = y.get(r * n + j), want = ref.get(r * n + j);
+            const bool same = std::isnan(want) ? std::isnan(got) : got == want;
+            if (!same && ++bad <= 5) ADD_FAILURE() << "wide " << dtype_name(dt) << " y[" << r << "," << j << "] = " << got << ", oracle " << want;
+          }
+        EXPECT_EQ(bad, 0);
+      }
+    expect_stream_and_graph_identical(qw, random_x(DType::kBF16, 32, k, seed + 7), "wide GEMV",
+                                      [&](const MatrixView& xv, const MatrixView& yv, cudaStream_t st) {
+                                        cuda::quantized_matmul_repacked(xv, dw.view(), yv, st);
+                                      });
+  }
+}
+
 // Overlapped (programmatic dependent) launch: a chain y1 = x W1^T, y2 = y1 W2^T, y3 = y2 W3^T ...
 // where each GEMV reads the previous one's output. With overlapped_launch the next kernel is
 // scheduled early and waits (griddepcontrol.wait) before it reads anything; the results must be
@@ -1253,9 +1335,12 @@ TEST(CudaRgemm, SmallRunsForTheSanitizers) {
   }
 }
 
-// The public repacked call picks the GEMV up to 24 virtual rows and the GEMM from 25
-// (kRgemmMinVirtualRows): bf16 M = 24 / 25, fp16 M = 12 / 13 (2 pieces), fp32 M = 8 / 9 (3
-// pieces); scales that are only 4-byte aligned keep the GEMV. Results match the oracle either way.
+// The public repacked call's route by virtual rows. Large weights (N x K > kRpWideMaxWeights):
+// the GEMV in launches of 16 up to 24 virtual rows, the GEMM from 25 (kRgemmMinVirtualRows):
+// bf16 M = 24 / 25, fp16 M = 12 / 13 (2 pieces), fp32 M = 8 / 9 (3 pieces). Small weights: one
+// wide GEMV launch for 17..32 virtual rows, the GEMM from 33: bf16 M = 16 / 17 / 32 / 33, fp16
+// M = 8 / 9 / 16 / 17, fp32 M = 5 / 6 / 10 / 11. Scales that are only 4-byte aligned keep the
+// GEMV. Results match the oracle on the small weights (the large ones check the route only).
 TEST(CudaRgemm, PublicRouteByVirtualRows) {
   REQUIRE_GPU();
   const std::uint64_t seed = 2525;
@@ -1263,22 +1348,41 @@ TEST(CudaRgemm, PublicRouteByVirtualRows) {
   const std::int64_t n = 64, k = 256;
   const QuantizedWeight qw = random_weight(n, k, seed);
   const DevWeight dw(qw);
-  for (const auto& [dt, m_gemv] : {std::pair<DType, std::int64_t>{DType::kBF16, 24}, {DType::kF16, 12}, {DType::kF32, 8}})
-    for (const std::int64_t m : {m_gemv, m_gemv + 1}) {
-      const Tensor x = random_x(dt, m, k, seed + m);
-      Tensor y = nan_tensor(dt, m, n);
-      const DeviceCopy dx(x.data(), x.bytes.size()), dy(y.data(), y.bytes.size());
-      std::string name;
-      cuda::quantized_matmul_repacked_tile(MatrixView{dx.p, dt, m, k, k}, dw.view(), MatrixView{dy.p, dt, m, n, n}, nullptr,
-                                           nullptr, &name);
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      const bool gemm = name.rfind("gemm_nvfp4_sm90_rg_", 0) == 0;
-      EXPECT_EQ(gemm, m > m_gemv) << dtype_name(dt) << " M=" << m << " ran " << name;
+  ASSERT_GT(std::int64_t{4112} * 4096, cuda::kRpWideMaxWeights);
+  const QuantizedWeight big = random_weight(4112, 4096, seed + 1);
+  const DevWeight dbig(big);
+  auto route = [&](const DevWeight& d, DType dt, std::int64_t m, const QuantizedWeight* check) {
+    const Tensor x = random_x(dt, m, d.k, seed + m);
+    Tensor y = nan_tensor(dt, m, d.n);
+    const DeviceCopy dx(x.data(), x.bytes.size()), dy(y.data(), y.bytes.size());
+    std::string name;
+    cuda::quantized_matmul_repacked_tile(MatrixView{dx.p, dt, m, d.k, d.k}, d.view(), MatrixView{dy.p, dt, m, d.n, d.n},
+                                         nullptr, nullptr, &name);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    if (check) {
       dy.back(y.data());
       Tensor xc = x;
-      check_against_oracle(MatrixView{xc.data(), dt, m, k, k}, qw, MatrixView{y.data(), dt, m, n, n},
+      check_against_oracle(MatrixView{xc.data(), dt, m, d.k, d.k}, *check, MatrixView{y.data(), dt, m, d.n, d.n},
                            std::string("route ") + dtype_name(dt) + " M=" + std::to_string(m));
     }
+    return name;
+  };
+  for (const auto& [dt, m_gemv] : {std::pair<DType, std::int64_t>{DType::kBF16, 24}, {DType::kF16, 12}, {DType::kF32, 8}}) {
+    const std::string a = route(dbig, dt, m_gemv, nullptr), b = route(dbig, dt, m_gemv + 1, nullptr);
+    EXPECT_EQ(a.rfind("gemv_nvfp4_sm90_rp_", 0), 0u) << dtype_name(dt) << " M=" << m_gemv << " ran " << a;
+    EXPECT_NE(a, "gemv_nvfp4_sm90_rp_r16_m32") << dtype_name(dt) << " M=" << m_gemv;
+    EXPECT_EQ(b.rfind("gemm_nvfp4_sm90_rg_", 0), 0u) << dtype_name(dt) << " M=" << m_gemv + 1 << " ran " << b;
+  }
+  for (const auto& [dt, m16] : {std::pair<DType, std::int64_t>{DType::kBF16, 16}, {DType::kF16, 8}, {DType::kF32, 5}}) {
+    const std::int64_t m32 = 32 / cuda::repacked_pieces(dt);
+    const std::string a = route(dw, dt, m16, &qw), b = route(dw, dt, m16 + 1, &qw), c = route(dw, dt, m32, &qw),
+                      d = route(dw, dt, m32 + 1, &qw);
+    EXPECT_EQ(a.rfind("gemv_nvfp4_sm90_rp_", 0), 0u) << dtype_name(dt) << " M=" << m16 << " ran " << a;
+    EXPECT_NE(a, "gemv_nvfp4_sm90_rp_r16_m32");
+    EXPECT_EQ(b, "gemv_nvfp4_sm90_rp_r16_m32") << dtype_name(dt) << " M=" << m16 + 1;
+    EXPECT_EQ(c, "gemv_nvfp4_sm90_rp_r16_m32") << dtype_name(dt) << " M=" << m32;
+    EXPECT_EQ(d.rfind("gemm_nvfp4_sm90_rg_", 0), 0u) << dtype_name(dt) << " M=" << m32 + 1 << " ran " << d;
+  }
   // Scales at a 4-byte (not 16-byte) offset: the GEMV runs, the GEMM entry point refuses.
   void* s4 = nullptr;
   ASSERT_EQ(cudaMalloc(&s4, qw.scales.size() + 16), cudaSuccess);

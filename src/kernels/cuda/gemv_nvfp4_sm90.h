@@ -45,8 +45,9 @@ cudaError_t gemv_nvfp4_sm90(const GemvArgs& args, const GemvTile& tile, cudaStre
 const char* gemv_nvfp4_sm90_name(const GemvArgs& args, const GemvTile& tile);
 
 // Repacked weights (layout: repack_nvfp4_sm90.h): GEMV with packed/scales in the gemv_sm90
-// layout (N % 16 == 0, K % 128 == 0, bf16 operand rows, pieces * m_rows <= 16, 16-byte
-// aligned activation rows), and the device repack (canonical -> gemv_sm90).
+// layout (N % 16 == 0, K % 128 == 0, bf16 operand rows, pieces * m_rows <= 32 with one row
+// tile per warp above 16, 16-byte aligned activation rows), and the device repack
+// (canonical -> gemv_sm90).
 cudaError_t gemv_nvfp4_sm90_repacked(const GemvArgs& args, const GemvTile& tile, cudaStream_t stream);
 const char* gemv_nvfp4_sm90_repacked_name(const GemvArgs& args, const GemvTile& tile);
 cudaError_t repack_nvfp4_sm90(const std::uint8_t* packed, const std::uint8_t* scales, std::int64_t n, std::int64_t k,

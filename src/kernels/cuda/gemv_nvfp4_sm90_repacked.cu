@@ -27,7 +27,8 @@ __device__ __forceinline__ uint4 ld_stream16_nohint(const std::uint8_t* p) {
 
 // ---------------------------------------------------------------------------------------------
 // Repacked kernel ("rp"): weights in the gemv_sm90 layout (repack_nvfp4_sm90.h), bf16 operand
-// rows, 1..16 virtual rows (NB = 1 n8 tile for <= 8, 2 for <= 16): bf16 activations as they
+// rows, 1..32 virtual rows (NB = 1 n8 tile for <= 8, 2 for <= 16, 4 for <= 32: the API runs
+// that one only on small weights, docs/perf-cuda.md 30): bf16 activations as they
 // are, fp16 / fp32 as 2 / 3 exact bf16 pieces prepared by the API layer and summed in the
 // epilogue (reduce_and_store). Overlapped (programmatic dependent) launch when GemvArgs::pdl.
 // Per lane and 64-k chunk: one 16-byte load = 32 weights = the A fragments of 4 mma steps for
@@ -161,8 +162,8 @@ __device__ __forceinline__ void rp_accumulate(const std::uint8_t* const (&wt)[RT
   }
 }
 
-// The rp main loop for M = 9..16 (NB = 2), same contract, with running pointers and immediate
-// offsets. RT = 2: three register buffers (pairs cp + 1 and cp + 2 in flight while cp is
+// The rp main loop for M = 9..16 (NB = 2) and 17..32 (NB = 4), same contract, with running
+// pointers and immediate offsets. RT = 2: three register buffers (pairs cp + 1 and cp + 2 in flight while cp is
 // computed; 16384^2 at M = 16: 44.5 against 48.0 us with two, docs/perf-cuda.md 16). RT = 1: two
 // buffers, which keep rp<1,2> at 64 registers (three: 67), so 16-warp blocks fit twice per SM;
 // with it `nvfp4 tune` moved 6 of the 13 M = 16 classes to 16 rows per warp, 5-16% faster.
@@ -344,6 +345,10 @@ cudaError_t repack_nvfp4_sm90(const std::uint8_t* packed, const std::uint8_t* sc
 
 cudaError_t gemv_nvfp4_sm90_repacked(const GemvArgs& a, const GemvTile& tile, cudaStream_t stream) {
   const bool rt2 = tile.cols_per_warp == 32, nb2 = a.pieces * a.m_rows > 8;
+  // 17..32 virtual rows (the API's wide launch on small weights): four n8 tiles, one row tile
+  // per warp whatever the tile says (rp<1,4> already takes 90 registers; docs/perf-cuda.md 30).
+  if (a.pieces * a.m_rows > 32) return cudaErrorInvalidValue;
+  if (a.pieces * a.m_rows > 16) return launch_rp<1, 4>(a, tile, stream);
   if (nb2) return rt2 ? launch_rp<2, 2>(a, tile, stream) : launch_rp<1, 2>(a, tile, stream);
   if (a.pdl && a.early_weights) return rt2 ? launch_rp<2, 1, true>(a, tile, stream) : launch_rp<1, 1, true>(a, tile, stream);
   return rt2 ? launch_rp<2, 1>(a, tile, stream) : launch_rp<1, 1>(a, tile, stream);
@@ -351,6 +356,7 @@ cudaError_t gemv_nvfp4_sm90_repacked(const GemvArgs& a, const GemvTile& tile, cu
 
 const char* gemv_nvfp4_sm90_repacked_name(const GemvArgs& a, const GemvTile& tile) {
   const bool rt2 = tile.cols_per_warp == 32, nb2 = a.pieces * a.m_rows > 8;
+  if (a.pieces * a.m_rows > 16) return "gemv_nvfp4_sm90_rp_r16_m32";
   if (!nb2 && a.pdl && a.early_weights) return rt2 ? "gemv_nvfp4_sm90_rp_r32_m8_early" : "gemv_nvfp4_sm90_rp_r16_m8_early";
   return nb2 ? (rt2 ? "gemv_nvfp4_sm90_rp_r32_m16" : "gemv_nvfp4_sm90_rp_r16_m16")
              : (rt2 ? "gemv_nvfp4_sm90_rp_r32_m8" : "gemv_nvfp4_sm90_rp_r16_m8");

@@ -11,7 +11,8 @@
 // M (prefill) and fp32 rows: gemm_nvfp4_cublas.cu (decode to a dense panel + cuBLAS, near
 // the dense rate: see its header). With an explicit tile (tests, tuner) the GEMV runs once per chunk of 16
 // rows instead, so every tile can be checked at any M. Repacked weights from 25 virtual rows
-// (kRgemmMinVirtualRows): the repacked GEMM (gemm_nvfp4_sm90_repacked.cu).
+// (kRgemmMinVirtualRows): the repacked GEMM (gemm_nvfp4_sm90_repacked.cu), except 17..32 on
+// small weights (kRpWideMaxWeights): one GEMV launch of four n8 tiles.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -390,25 +391,31 @@ void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightVie
   require_valid_tile(op, tile_in);
   cudaStream_t stream = static_cast<cudaStream_t>(stream_v);
   const int pieces = repacked_pieces(x.dtype);
+  const std::int64_t vrows_all = std::int64_t{pieces} * x.rows;
+  // 17..32 virtual rows on small weights: one wide GEMV launch (kRpWideMaxWeights).
+  const bool wide = !tile_in && vrows_all > kMaxRows && vrows_all <= kRpWideMaxVirtualRows &&
+                    w.n * w.k <= kRpWideMaxWeights;
   // From kRgemmMinVirtualRows virtual rows: the repacked GEMM reads the weights once for up to 64
   // of them (docs/perf-cuda.md 21). An explicit GEMV tile (tests, tuner) keeps the GEMV in
   // launches of 16 virtual rows, so every GEMV tile can be checked at any M.
-  if (!tile_in && std::int64_t{pieces} * x.rows >= kRgemmMinVirtualRows && rgemm_supported(w)) {
+  if (!tile_in && !wide && vrows_all >= kRgemmMinVirtualRows && rgemm_supported(w)) {
     run_rgemm(op, shape, x, w, y, stream, nullptr, kernel_name, options);
     return;
   }
   // The GEMV reads bf16 rows only. bf16 rows it can read in place go direct; everything else
   // (fp16 -> 2 exact bf16 pieces, fp32 -> 3, padded or unaligned bf16 -> 1) is prepared into a
-  // stream-ordered workspace. At most 16 virtual rows per launch (the kernel's two n8 tiles).
+  // stream-ordered workspace. At most 16 virtual rows per launch (the kernel's two n8 tiles), or
+  // one wide launch of up to 32.
   const bool direct = pieces == 1 && rows_readable_in_place(x, w.k);
   GemvArgs a = weight_args(as_weight_view(w));
   a.pdl = options.overlapped_launch;
   a.early_weights = options.weights_read_early;
   const int cc = tile_in ? 0 : device_cc();
   std::string name;
-  run_row_chunks(op, shape, x, y, pieces, direct, kMaxRows / pieces, stream, a, [&](const GemvArgs& la) {
+  const int chunk = static_cast<int>((wide ? kRpWideMaxVirtualRows : kMaxRows) / pieces);
+  run_row_chunks(op, shape, x, y, pieces, direct, chunk, stream, a, [&](const GemvArgs& la) {
     // The table has separate repacked tiles for <= 8 and 9..16 virtual rows per launch (two
-    // kernel instantiations): looked up per launch.
+    // kernel instantiations): looked up per launch. A wide launch takes the 9..16 tile.
     const std::int64_t vrows = std::int64_t{la.pieces} * la.m_rows;
     // The early-weights launch at <= 8 virtual rows (the M <= 8 kernel; its entries are tuned at
     // M = 1). Back to back with itself it measured 3-5% slower at M = 4 and 8 (4096 x 14336, 16384^2;
@@ -417,7 +424,9 @@ void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightVie
     // -5.09% in the run of the final code; early at every shape B = 2 / 4 / 8 -5.45% / -5.15% /
     // -4.71% (`nvfp4 compare --batch B`, H200, 2026-12-01; docs/perf-cuda.md 19.2).
     const bool early = la.pdl && la.early_weights && vrows <= kEarlyMaxVirtualRows;
-    const GemvTile tile = tile_in ? *tile_in : gemv_lookup_tile(cc, w.n, w.k, GemvLayout::kRepacked, vrows, early);
+    GemvTile tile = tile_in ? *tile_in
+                            : gemv_lookup_tile(cc, w.n, w.k, GemvLayout::kRepacked, std::min<std::int64_t>(vrows, kMaxRows), early);
+    if (vrows > kMaxRows) tile.cols_per_warp = 16;  // the wide kernel's one row tile per warp
     GemvArgs l2 = la;
     l2.pdl = la.pdl && tile.overlap_ok;  // the table's per-shape verdict on the overlapped launch
     l2.early_weights = early && tile.early_ok;  // and on the early-weights one

@@ -47,6 +47,16 @@ inline int repacked_pieces(DType t) { return t == DType::kF32 ? 3 : (t == DType:
 // M = 32 4096 x 4096 12.04 / 12.05, 16384^2 77.08 / 92.28; fp32 M = 9 (27 rows) 16384^2 81.25 /
 // 94.0 (bench/results/cuda-2026-12-01-h200-rgemm-*.json; docs/perf-cuda.md 21).
 constexpr std::int64_t kRgemmMinVirtualRows = 25;
+// Except on small weights (N x K <= kRpWideMaxWeights): there 17..32 virtual rows run one GEMV
+// launch with four n8 tiles (rp<1,4>), which reads the weights once. It takes 90 registers, so a
+// 16-warp block fits once per SM and large weights stream 30-40% slower than on the GEMM; on
+// small ones the single launch wins. H200, 2026-12-01, graph us, rp<1,4> / GEMM (or GEMV
+// launches of 16 + 8): M = 32 4096 x 4096 9.83 / 12.13, 1024 x 4096 6.42 / 8.11, 6144 x 4096
+// 18.04 / 15.92, 14336 x 4096 34.96 / 25.84; M = 24 4096 x 4096 9.00 / 10.06, 16384^2 90.0 /
+// 81.7 (bench/results/cuda-2026-12-01-h200-rp-m32-experiment-*.json; docs/perf-cuda.md 30).
+// Tile: the table's 9..16-row entry, at 16 rows per warp.
+constexpr std::int64_t kRpWideMaxVirtualRows = 32;
+constexpr std::int64_t kRpWideMaxWeights = std::int64_t{4096} * 4096;
 // Canonical weights, bf16/fp16 rows: from 17 up to this many rows the wgmma GEMM, above it the
 // dense panel + cuBLAS. The panel decodes every weight to bf16 once per call, whatever M; the
 // GEMM decodes each weight once per 256 rows, in registers. H200, 2026-12-01, us, GEMM / panel
