@@ -1,7 +1,9 @@
 // tests/cpu/vdpbf16ps_rate.cpp -- microbenchmark (not a test): sustained vdpbf16ps zmm rate per
 // core, alone and mixed with the GEMV's decode instructions, on 1 thread and on every thread at
 // once (checks whether the vCPUs share FP pipes). Gives the compute floor of the small-M GEMV
-// (docs/perf-cpu.md, section 1), and the same for the fp32 FMA dot (section 14). Usage: vdpbf16ps_rate [seconds_per_variant=0.3]
+// (docs/perf-cpu.md, section 1), and the same for the fp32 FMA dot (section 14) and the AMX
+// TDPBF16PS (section 22: whether the two vCPUs share one core's tile unit right now). Usage:
+// vdpbf16ps_rate [seconds_per_variant=0.3]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +17,8 @@
 #include <immintrin.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #define T_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"), noinline))
 
 namespace {
@@ -171,6 +175,44 @@ T_BF16 double fma_regs(long iters, float* sink) {
   return static_cast<double>(iters) * CH;
 }
 
+// TDPBF16PS with its tiles in registers: 4 independent C tiles, A and B tiles loaded once.
+// Counts TDPBF16PS (16 x 16 x 32 bf16 MACs = 256 vdpbf16ps zmm). Each thread configures its
+// own tiles (LDTILECFG is per thread); the process asked for the tile state in main().
+__attribute__((target("amx-tile,amx-bf16"), noinline)) double amx_regs(long iters, float* sink) {
+  struct alignas(64) Cfg {
+    std::uint8_t palette = 1, start = 0, reserved[14] = {};
+    std::uint16_t colsb[16] = {};
+    std::uint8_t rows[16] = {};
+  } cfg;
+  for (int i = 0; i < 8; ++i) {
+    cfg.colsb[i] = 64;
+    cfg.rows[i] = 16;
+  }
+  alignas(64) static std::uint16_t ab[16][32];
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 32; ++j) ab[i][j] = 0x3F80;
+  alignas(64) float c[16][16];
+  _tile_loadconfig(&cfg);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, ab, 64);
+  _tile_loadd(5, ab, 64);
+  _tile_loadd(6, ab, 64);
+  _tile_loadd(7, ab, 64);
+  for (long it = 0; it < iters; ++it) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, c, 64);
+  _tile_release();
+  *sink += c[0][0];
+  return static_cast<double>(iters) * 4;
+}
+
 struct Variant {
   const char* name;
   std::function<double(long, float*)> f;
@@ -231,7 +273,15 @@ int main(int argc, char** argv) {
   std::printf("%-22s %14s %14s\n", "variant", "G dp/s 1 thr", "G dp/s/thr all");
   for (const Variant& v : vs)
     std::printf("%-22s %14.3f %14.3f\n", v.name, rate(v, 1, secs), rate(v, nthreads, secs));
-  std::printf("threads=%d (one vdpbf16ps zmm = 32 bf16 MACs; * rows count vfmadd231ps zmm = 16 fp32 MACs)\n",
+  // AMX where the CPU has it and the kernel grants the tile state (ARCH_REQ_XCOMP_PERM, 18 =
+  // XTILEDATA). The all-threads column is the slowest thread's rate: about half the 1-thread
+  // rate when two vCPUs are hyperthreads of one core, sharing its TMUL.
+  if (__builtin_cpu_supports("amx-bf16") && syscall(SYS_arch_prctl, 0x1023, 18) == 0) {
+    const Variant amx{"tdpbf16ps regs **", amx_regs};
+    std::printf("%-22s %14.3f %14.3f\n", amx.name, rate(amx, 1, secs), rate(amx, nthreads, secs));
+  }
+  std::printf("threads=%d (one vdpbf16ps zmm = 32 bf16 MACs; * rows count vfmadd231ps zmm = 16 fp32 MACs;\n"
+              "** rows count TDPBF16PS = 16 x 16 x 32 bf16 MACs)\n",
               nthreads);
   return 0;
 }
