@@ -326,6 +326,7 @@ TEST(GemvAmxDispatch, FollowsTableAndHardware) {
   cpu::CpuTuning t = saved;
   t.gemv_amx_rows = 0x8002;  // M = 2 and 16
   t.gemv_amx_max_virtual_rows = 0;  // nothing above 16
+  t.gemv_fma_max_m = 1;  // the FMA dot would take M = 2 first (pinned in DispatchFollowsTuningTable)
   cpu::cpu_tuning_mutable() = t;
   const bool amx = cpu::cpu_path_supported(cpu::CpuPath::kGemvAmx, DType::kBF16);
   EXPECT_EQ(amx, cpu::gemv_amx_supported());

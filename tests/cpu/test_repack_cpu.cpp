@@ -162,8 +162,9 @@ TEST(RepackCpu, OneHotRecoversDequantizeBitExact) {
   }
 }
 
-// The FMA dot (gemv_m1_fma, M = 1): one-hot single rows recover dequantize_ref bit for bit on
-// canonical and pre-split weights, every dtype (the activations are converted to fp32 exactly).
+// The FMA dot (gemv_m1_fma, M = 1 and 2): one-hot rows, alone and in pairs, recover
+// dequantize_ref bit for bit on canonical and pre-split weights, every dtype (the activations are
+// converted to fp32 exactly).
 TEST(RepackCpu, FmaDotOneHotM1RecoversDequantizeBitExact) {
   if (!cpu::repack_for_gemv_cpu_supported()) GTEST_SKIP() << kSkip;
   const std::int64_t n = 37, k = 784;
@@ -173,24 +174,29 @@ TEST(RepackCpu, FmaDotOneHotM1RecoversDequantizeBitExact) {
   const std::vector<std::uint8_t> rp = repacked(w);
   const cpu::CpuTuning saved = cpu::cpu_tuning();
   cpu::cpu_tuning_mutable().gemv_m1_fma = 7;  // every dtype
+  cpu::cpu_tuning_mutable().gemv_fma_max_m = 2;
   for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
     SCOPED_TRACE(dtype_name(t));
     const std::vector<std::uint8_t> deq = dequantized(w, t);
     std::vector<std::uint8_t> xb = one_hot_rows(t, k, k);
-    Out yc = poisoned(t, k, n, n), yr = poisoned(t, k, n, n);
-    for (std::int64_t i = 0; i < k; ++i) {  // row i alone: M = 1
-      const MatrixView xi{xb.data() + i * k * dtype_size(t), t, 1, k, k};
-      const MatrixView yci{yc.bytes.data() + i * n * dtype_size(t), t, 1, n, n};
-      const MatrixView yri{yr.bytes.data() + i * n * dtype_size(t), t, 1, n, n};
-      cpu::quantized_matmul_path(xi, w.view(), yci, cpu::CpuPath::kGemvAvx512Bf16);
-      cpu::quantized_matmul_repacked(xi, rview(w, rp), yri);
+    for (const std::int64_t rows : {1, 2}) {  // rows i .. i + rows - 1 in one call: M = rows
+      SCOPED_TRACE("M=" + std::to_string(rows));
+      ASSERT_TRUE(cpu::gemv_fma_dot(rows, t));
+      Out yc = poisoned(t, k, n, n), yr = poisoned(t, k, n, n);
+      for (std::int64_t i = 0; i < k; i += rows) {
+        const MatrixView xi{xb.data() + i * k * dtype_size(t), t, rows, k, k};
+        const MatrixView yci{yc.bytes.data() + i * n * dtype_size(t), t, rows, n, n};
+        const MatrixView yri{yr.bytes.data() + i * n * dtype_size(t), t, rows, n, n};
+        cpu::quantized_matmul_path(xi, w.view(), yci, cpu::CpuPath::kGemvAvx512Bf16);
+        cpu::quantized_matmul_repacked(xi, rview(w, rp), yri);
+      }
+      for (Out* y : {&yc, &yr})
+        expect_exact(
+            *y, k, n, [&](std::int64_t i, std::int64_t j) { return load_as_f32(deq.data(), t, j * k + i); },
+            [&](std::int64_t i, std::int64_t j) {
+              return std::string(y == &yc ? "canonical" : "pre-split") + " m=" + std::to_string(i) + " n=" + std::to_string(j);
+            });
     }
-    for (Out* y : {&yc, &yr})
-      expect_exact(
-          *y, k, n, [&](std::int64_t i, std::int64_t j) { return load_as_f32(deq.data(), t, j * k + i); },
-          [&](std::int64_t i, std::int64_t j) {
-            return std::string(y == &yc ? "canonical" : "pre-split") + " m=" + std::to_string(i) + " n=" + std::to_string(j);
-          });
   }
   cpu::cpu_tuning_mutable() = saved;
 }
@@ -220,8 +226,8 @@ TEST(RepackCpu, PreSplitReadsStayInsideTheBuffer) {
     for (DType t : {DType::kBF16, DType::kF32}) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " gemv_m1_fma=" + std::to_string(fma));
       cpu::cpu_tuning_mutable().gemv_m1_fma = fma;
-      const Act x = random_x(t, 1, k, k, seed + 1);
-      Out ref = poisoned(t, 1, n, n), y = poisoned(t, 1, n, n);
+      const Act x = random_x(t, 2, k, k, seed + 1);  // M = 2: the FMA dot's widest tile
+      Out ref = poisoned(t, 2, n, n), y = poisoned(t, 2, n, n);
       quantized_matmul_ref(x.view, w.view(), ref.view);
       cpu::quantized_matmul_repacked(x.view, cpu::CpuRepackedWeightView{packed, w.scales.data(), w.ts, n, k}, y.view);
       expect_matches_oracle(ref, y, abs_sums(w, x.view), w);
@@ -254,8 +260,8 @@ TEST(RepackCpu, MatchesOracle) {
         Out ref = poisoned(t, m, c.n, c.n), y = poisoned(t, m, c.n, c.n + 3);
         quantized_matmul_ref(x.view, w.view(), ref.view);
         const cpu::CpuTuning saved = cpu::cpu_tuning();
-        for (std::int64_t fma : {0, 1}) {  // M = 1: the bf16 dot and the FMA dot
-          if (m != 1 && fma == 1) continue;
+        for (std::int64_t fma : {0, 1}) {  // M = 1, 2: the bf16 dot and the FMA dot
+          if (m > cpu::kGemvFmaMaxRows && fma == 1) continue;
           SCOPED_TRACE("gemv_m1_fma=" + std::to_string(fma));
           cpu::cpu_tuning_mutable().gemv_m1_fma = fma ? 7 : 0;  // 7: every dtype
           cpu::quantized_matmul_repacked(x.view, rview(w, rp), y.view);

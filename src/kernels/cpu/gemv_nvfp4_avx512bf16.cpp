@@ -28,7 +28,8 @@
 // 2^-126 is lost before the scale (<= 448) multiplies it (tolerance: tests/cpu/test_matmul_cpu.cpp).
 // K % 256 tail elements go through a scalar loop with the oracle's exact e2m1*scale product.
 //
-// The FMA dot (M = 1 with a dtype in CpuTuning::gemv_m1_fma: every dtype on CPUs with AMX-BF16): the same
+// The FMA dot (M = 1 and 2 with a dtype in CpuTuning::gemv_m1_fma: every dtype on CPUs with
+// AMX-BF16; gemv_fma_max_m): the same
 // lanes, layouts and block-scale FMA, but each u32 word of `half` gives 8 codes to vpsrld by 4p +
 // vpermps (a 16-entry table of the E2M1 values as fp32: vpermps reads index bits 3:0), and one
 // fp32 vfmadd231ps per 16 products against the activations converted exactly to fp32 (any
@@ -37,7 +38,8 @@
 // 256 weights), while vfmadd231ps issues twice per cycle (16 vpermps + 16 FMA + 14 shifts = 23
 // cycles; docs/perf-cpu.md 14). With tasks of 128 weight rows and 16 KiB K blocks of its fp32
 // activations (gemv_fma_*), it is 8-25% faster cold than the vdpbf16ps dot at every Llama / Qwen
-// M = 1 shape measured there, bf16 included (§16); Zen 4 runs vdpbf16ps once per cycle.
+// M = 1 shape measured there, bf16 included (§16); Zen 4 runs vdpbf16ps once per cycle. At M = 2
+// a decoded weight vector feeds both rows' FMAs (§23).
 // Exactness: x (exact in fp32) times an E2M1 value rounds once per FMA like any fp32 dot; no
 // flush of denormals. Results are within the same tolerance as the bf16 dot, not bit-identical to it.
 //
@@ -321,8 +323,11 @@ template <bool PS, bool FMA>
 void rows_any_m(const Ctx& g, int mr, std::int64_t m0, std::int64_t n0, std::int64_t n1, std::int64_t c0,
                 std::int64_t c1, bool tail, float* dst, std::int64_t ds) {
   if constexpr (FMA) {
-    // The FMA dot runs M = 1 only (gemv_m1_fma): 4 rows x 2 chains = 8 independent FMA chains.
-    rows<1, 4, PS, true>(g, m0, n0, n1, c0, c1, tail, dst, ds);
+    // The FMA dot runs M = 1 and 2 (gemv_fma_dot, kGemvFmaMaxRows): 4 weight rows x 2 chains x M
+    // = 8 / 16 independent FMA chains; at M = 2 each decoded weight vector feeds two FMAs
+    // (tuning_cpu.h gemv_fma_max_m: 4 rows beat 2 there, 356 against 400 us).
+    if (mr == 2) rows<2, 4, PS, true>(g, m0, n0, n1, c0, c1, tail, dst, ds);
+    else rows<1, 4, PS, true>(g, m0, n0, n1, c0, c1, tail, dst, ds);
     return;
   }
   // MR*NR partial sums + 2*NR decode registers must fit the 32 zmm registers (the loop
@@ -401,7 +406,7 @@ bool gemv_run(const MatmulArgs& a) {
   const CpuTuning& tune = cpu_tuning();
   // P bf16 pieces per activation row (1 bf16, 2 fp16, 3 fp32): virtual row v = mi * P + j holds
   // piece j of row mi; the kernel below only ever sees bf16 rows.
-  // M = 1 with a dtype in tuning_cpu.h gemv_m1_fma: the fp32 FMA dot, on the activations
+  // M = 1 and 2 with a dtype in tuning_cpu.h gemv_m1_fma: the fp32 FMA dot, on the activations
   // converted exactly to fp32 (one "piece" for every dtype).
   const bool fma = gemv_fma_dot(m, a.dtype);
   const int P = fma ? 1 : gemv_avx512bf16_pieces(a.dtype);

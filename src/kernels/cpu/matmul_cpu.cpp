@@ -1,4 +1,6 @@
 // kernels/cpu/matmul_cpu.cpp -- the CPU backend's dispatcher: a short ordered chain.
+//   M <= gemv_fma_max_m (2) with the dtype in gemv_m1_fma (every dtype on AMX hosts), AVX512-BF16
+//     + VBMI                                 -> GEMV on vdpbf16ps's lanes with fp32 FMAs (the FMA dot)
 //   M's bit in gemv_amx_rows (default M = 2..16), or M > 16 with M x pieces <=
 //     gemv_amx_max_virtual_rows (default 48), AMX granted, AVX512-BF16+VBMI
 //                                            -> GEMV on AMX tiles, any dtype (fp16/fp32 split
@@ -8,7 +10,6 @@
 //     gemv_split_f32_rows                    -> GEMV on vdpbf16ps (fp16/fp32 split exactly into
 //                                               2/3 bf16 pieces; if the data cannot be split
 //                                               exactly, e.g. NaN/Inf, the Highway GEMV runs)
-//     M = 1 with the dtype in gemv_m1_fma (every dtype on AMX hosts): the same GEMV, fp32 FMAs
 //   M <= gemv_max_m (tuning_cpu.h)          -> GEMV (Highway, best target)
 //   AMX granted                              -> GEMM on AMX tiles, any dtype (fp16/fp32 split
 //                                               exactly; data that cannot be split: fp32 GEMM)
@@ -105,11 +106,13 @@ CpuPath cpu_path_for(std::int64_t m, DType t) {
   const CpuTuning& tune = cpu_tuning();
   const bool amx_gemv_m = m <= 16 ? m >= 1 && ((tune.gemv_amx_rows >> (m - 1)) & 1u) != 0
                                   : m * gemv_avx512bf16_pieces(t) <= tune.gemv_amx_max_virtual_rows;
+  // The FMA dot first: at M = 2 it is as fast as the AMX GEMV when the host's TMUL runs at full
+  // rate and faster when it does not (tuning_cpu.h gemv_fma_max_m).
+  if (gemv_fma_dot(m, t) && cpu_path_supported(CpuPath::kGemvAvx512Bf16, t)) return CpuPath::kGemvAvx512Bf16;
   if (amx_gemv_m && cpu_path_supported(CpuPath::kGemvAmx, t)) return CpuPath::kGemvAmx;
   if (m <= tune.gemv_max_m) {
     const std::uint32_t rows = t == DType::kF32 ? tune.gemv_split_f32_rows : tune.gemv_split_f16_rows;
-    // M = 1 with the dtype in gemv_m1_fma takes the rows as they are (converted exactly to fp32).
-    const bool take = t == DType::kBF16 || gemv_fma_dot(m, t) ||
+    const bool take = t == DType::kBF16 ||
                       (m >= 1 && m <= 32 && ((rows >> (m - 1)) & 1u) != 0);
     return take && cpu_path_supported(CpuPath::kGemvAvx512Bf16, t) ? CpuPath::kGemvAvx512Bf16 : CpuPath::kGemv;
   }

@@ -4,6 +4,7 @@
 // of the GEMVs changes the summation order; the tests cover split and unsplit shapes).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "nvfp4/dtype.h"
@@ -42,8 +43,8 @@ struct CpuTuning {
   // docs/perf-cpu.md section 5): fp16 M=1 0.72, M=4 0.68, M=8 0.60 (all M faster); fp32 M=1
   // 1.012 [1.002, 1.024] (3-row tile = Highway's compute: kept on Highway), M=2 0.87, M=3 0.998
   // (tie: Highway), M=4 0.80, M=8 0.89; M=5..7 0.81-0.96 (interleaved cpu_paths_bench).
-  // M = 1 on the AVX512 GEMV with fp32 FMAs (vpermps decode; activations converted exactly to
-  // fp32, no split) instead of vdpbf16ps, for the activation dtypes whose bit
+  // M = 1 (and 2: gemv_fma_max_m) on the AVX512 GEMV with fp32 FMAs (vpermps decode; activations
+  // converted exactly to fp32, no split) instead of vdpbf16ps, for the activation dtypes whose bit
   // (1 << DType value: 1 f32, 2 f16, 4 bf16) is set. Default (gemv_m1_fma_default): every dtype
   // on CPUs with AMX-BF16, none elsewhere. Measured (Emerald Rapids dev VM, 2 threads, cold,
   // cpu_paths_bench, us medians per round, docs/perf-cpu.md 14-16): with its own task size and K
@@ -52,6 +53,15 @@ struct CpuTuning {
   // fp32 1791 / 1868 against 3357-3496 on the Highway GEMV; fp16 1702 / 1868 against 3141-3301
   // split into 2 bf16 pieces. With the bf16 dot's task size (8 rows) it lost cold (§14).
   std::int64_t gemv_m1_fma = gemv_m1_fma_default();
+  // The FMA dot for M = 1 .. this many rows (at most kGemvFmaMaxRows), for the dtypes in
+  // gemv_m1_fma, ahead of the AMX GEMV. At M = 2 each decoded weight vector feeds two FMAs (4
+  // port-0/5 uops per 16 weights against 3 at M = 1), while the AMX GEMV's speed follows the
+  // host's TMUL, which on the dev VM halves from one second to the next (docs/perf-cpu.md 22).
+  // Measured (Emerald Rapids dev VM, 2 threads, 2 x 4096 x 14336 bf16 pre-split, cpu_paths_bench,
+  // us median, same process, 2026-12-01 18:25 UTC, docs/perf-cpu.md 23): FMA dot 2311 cold / 2312
+  // hot, AMX GEMV 2776 / 3141, vdpbf16ps dot 2921 / 2845 (M = 1 FMA 1982 / 1757: 1.17x / 1.32x).
+  // 1 thread, L2-resident 2 x 256 x 14336: FMA 4 rows x 2 356 us, 2 rows x 2 400, vdpbf16ps 372.
+  std::int64_t gemv_fma_max_m = 2;
   // The FMA dot's weight rows per task and activation bytes (fp32) per K block. Measured (same
   // VM and tool, docs/perf-cpu.md 16): 8 rows / no K blocks 2142-2300 us cold at 1 x 4096 x 14336
   // bf16; 64 rows 1695-1737; 128 rows + 16 KiB blocks 1690-1730; 256 rows 1660-1691 (fewer tasks
@@ -153,10 +163,12 @@ inline CpuTuning& cpu_tuning_mutable() {
 }
 inline const CpuTuning& cpu_tuning() { return cpu_tuning_mutable(); }
 
-// True when the AVX512 GEMV runs the FMA dot (gemv_m1_fma) for M rows of dtype t: the one place
+// True when the AVX512 GEMV runs the FMA dot (gemv_m1_fma, gemv_fma_max_m) for M rows of dtype t: the one place
 // the dispatcher, the kernel and the kernel names ask.
+inline constexpr std::int64_t kGemvFmaMaxRows = 2;  // the FMA dot's compiled row counts: 1 and 2
 inline bool gemv_fma_dot(std::int64_t m, DType t) {
-  return m == 1 && (cpu_tuning().gemv_m1_fma & gemv_m1_fma_bit(t)) != 0;
+  return m >= 1 && m <= std::min(cpu_tuning().gemv_fma_max_m, kGemvFmaMaxRows) &&
+         (cpu_tuning().gemv_m1_fma & gemv_m1_fma_bit(t)) != 0;
 }
 
 }  // namespace nvfp4::cpu
