@@ -85,12 +85,12 @@ void check_all_paths(const Weight& w, const Act& x, std::int64_t y_stride, const
   // Highway GEMV for data that cannot be split); so does the AMX GEMM (or the fp32 GEMM); the
   // vdpbf16ps GEMM takes bf16 only.
   if (cpu::cpu_path_supported(CpuPath::kGemvAvx512Bf16, t)) {
-    // M = 1 and 2 run the bf16 dot or the FMA dot (gemv_m1_fma); both, whatever this host's default.
+    // M = 1 and 2 run the bf16 dot or the FMA dot (gemv_fma_dtypes); both, whatever this host's default.
     const cpu::CpuTuning saved = cpu::cpu_tuning();
     for (std::int64_t fma : {0, 1}) {
       if (m > cpu::kGemvFmaMaxRows && fma == 1) continue;
-      cpu::cpu_tuning_mutable().gemv_m1_fma = fma ? 7 : 0;  // 7: every dtype
-      compare(fma ? "avx512bf16_gemv m1_fma=1" : "avx512bf16_gemv m1_fma=0");
+      cpu::cpu_tuning_mutable().gemv_fma_dtypes = fma ? 7 : 0;  // 7: every dtype
+      compare(fma ? "avx512bf16_gemv fma_dot=1" : "avx512bf16_gemv fma_dot=0");
     }
     cpu::cpu_tuning_mutable() = saved;
   }
@@ -472,7 +472,7 @@ TEST(CpuMatmulSplit, DispatchFollowsTuningTable) {
   // host would otherwise take the AMX GEMV for these M first). The AMX link is checked after.
   t.gemv_amx_rows = 0;
   t.gemv_amx_max_virtual_rows = 0;
-  t.gemv_m1_fma = 0;  // checked below
+  t.gemv_fma_dtypes = 0;  // checked below
   cpu::cpu_tuning_mutable() = t;
   EXPECT_EQ(cpu::cpu_path_for(1, DType::kF32), CpuPath::kGemv);
   EXPECT_EQ(cpu::cpu_path_for(2, DType::kF32), CpuPath::kGemvAvx512Bf16);
@@ -483,10 +483,10 @@ TEST(CpuMatmulSplit, DispatchFollowsTuningTable) {
   EXPECT_EQ(cpu::cpu_path_for(5, DType::kBF16), CpuPath::kGemvAvx512Bf16);
   EXPECT_EQ(cpu::cpu_kernel_name(2, DType::kF32), "gemv_nvfp4_avx512bf16_sp3");
   EXPECT_EQ(cpu::cpu_kernel_name(1, DType::kF16), "gemv_nvfp4_avx512bf16_sp2");
-  {  // gemv_m1_fma: M = 1 and 2 (gemv_fma_max_m) of every dtype take the GEMV (its FMA dot),
+  {  // gemv_fma_dtypes: M = 1 and 2 (gemv_fma_max_m) of every dtype take the GEMV (its FMA dot),
      // ahead of the AMX GEMV where that would take them; other M unchanged.
     cpu::CpuTuning tf = t;
-    tf.gemv_m1_fma = 7;  // every dtype
+    tf.gemv_fma_dtypes = 7;  // every dtype
     tf.gemv_fma_max_m = 2;
     tf.gemv_amx_rows = 0x2;  // M = 2 on AMX, where the FMA dot does not take it
     cpu::cpu_tuning_mutable() = tf;
@@ -504,7 +504,7 @@ TEST(CpuMatmulSplit, DispatchFollowsTuningTable) {
     cpu::cpu_tuning_mutable() = tf;
     EXPECT_EQ(cpu::cpu_kernel_name(2, DType::kF32), "gemv_nvfp4_avx512fma");
     EXPECT_EQ(cpu::cpu_path_for(3, DType::kF32), CpuPath::kGemv);
-    tf.gemv_m1_fma = 0;  // no dtype: M = 2 on AMX again where it runs
+    tf.gemv_fma_dtypes = 0;  // no dtype: M = 2 on AMX again where it runs
     tf.gemv_amx_rows = 0x2;
     cpu::cpu_tuning_mutable() = tf;
     if (cpu::gemv_amx_supported()) {

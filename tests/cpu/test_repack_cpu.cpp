@@ -162,10 +162,10 @@ TEST(RepackCpu, OneHotRecoversDequantizeBitExact) {
   }
 }
 
-// The FMA dot (gemv_m1_fma, M = 1 and 2): one-hot rows, alone and in pairs, recover
+// The FMA dot (gemv_fma_dtypes, M = 1 and 2): one-hot rows, alone and in pairs, recover
 // dequantize_ref bit for bit on canonical and pre-split weights, every dtype (the activations are
 // converted to fp32 exactly).
-TEST(RepackCpu, FmaDotOneHotM1RecoversDequantizeBitExact) {
+TEST(RepackCpu, FmaDotOneHotRecoversDequantizeBitExact) {
   if (!cpu::repack_for_gemv_cpu_supported()) GTEST_SKIP() << kSkip;
   const std::int64_t n = 37, k = 784;
   const std::uint64_t seed = base_seed() + 250;
@@ -173,7 +173,7 @@ TEST(RepackCpu, FmaDotOneHotM1RecoversDequantizeBitExact) {
   const Weight w = random_weight(n, k, seed);
   const std::vector<std::uint8_t> rp = repacked(w);
   const cpu::CpuTuning saved = cpu::cpu_tuning();
-  cpu::cpu_tuning_mutable().gemv_m1_fma = 7;  // every dtype
+  cpu::cpu_tuning_mutable().gemv_fma_dtypes = 7;  // every dtype
   cpu::cpu_tuning_mutable().gemv_fma_max_m = 2;
   for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
     SCOPED_TRACE(dtype_name(t));
@@ -224,8 +224,8 @@ TEST(RepackCpu, PreSplitReadsStayInsideTheBuffer) {
   const cpu::CpuTuning saved = cpu::cpu_tuning();
   for (std::int64_t fma : {0, 7})
     for (DType t : {DType::kBF16, DType::kF32}) {
-      SCOPED_TRACE(std::string(dtype_name(t)) + " gemv_m1_fma=" + std::to_string(fma));
-      cpu::cpu_tuning_mutable().gemv_m1_fma = fma;
+      SCOPED_TRACE(std::string(dtype_name(t)) + " gemv_fma_dtypes=" + std::to_string(fma));
+      cpu::cpu_tuning_mutable().gemv_fma_dtypes = fma;
       const Act x = random_x(t, 2, k, k, seed + 1);  // M = 2: the FMA dot's widest tile
       Out ref = poisoned(t, 2, n, n), y = poisoned(t, 2, n, n);
       quantized_matmul_ref(x.view, w.view(), ref.view);
@@ -262,8 +262,8 @@ TEST(RepackCpu, MatchesOracle) {
         const cpu::CpuTuning saved = cpu::cpu_tuning();
         for (std::int64_t fma : {0, 1}) {  // M = 1, 2: the bf16 dot and the FMA dot
           if (m > cpu::kGemvFmaMaxRows && fma == 1) continue;
-          SCOPED_TRACE("gemv_m1_fma=" + std::to_string(fma));
-          cpu::cpu_tuning_mutable().gemv_m1_fma = fma ? 7 : 0;  // 7: every dtype
+          SCOPED_TRACE("gemv_fma_dtypes=" + std::to_string(fma));
+          cpu::cpu_tuning_mutable().gemv_fma_dtypes = fma ? 7 : 0;  // 7: every dtype
           cpu::quantized_matmul_repacked(x.view, rview(w, rp), y.view);
           expect_matches_oracle(ref, y, abs_sums(w, x.view), w);
         }
@@ -298,7 +298,7 @@ TEST(RepackCpu, BitIdenticalToCanonicalGemv) {
           tu.gemv_min_tasks_per_thread = v == 3 ? 0 : 64;  // 64: split K even at large N
           tu.gemv_group_rows = v == 0 ? 1 : v == 1 ? 3 : 8;
           tu.gemv_rows_per_task = v == 2 ? 3 : 8;
-          tu.gemv_m1_fma = v % 2 ? 7 : 0;  // M = 1: both dots on every host, every dtype
+          tu.gemv_fma_dtypes = v % 2 ? 7 : 0;  // M = 1: both dots on every host, every dtype
           cpu::cpu_tuning_mutable() = tu;
           const Act x = random_x(t, m, kx, kx, xs);
           // The kernels themselves (no fallback in between), then the public entries (the same

@@ -134,7 +134,7 @@ T_BF16 double dp_loads(long iters, float* sink) {
   return static_cast<double>(iters) * CH;
 }
 
-// The FMA dot of the M = 1 GEMV (gemv_m1_fma): per 16 codes one vpsrld + one vpermps (decode,
+// The FMA dot of the M = 1 GEMV (gemv_fma_dtypes): per 16 codes one vpsrld + one vpermps (decode,
 // 16-entry fp32 table) and one vfmadd231ps per weight vector; NR weight vectors, 2 chains each.
 // Counts vfmadd231ps (16 MACs each, half a vdpbf16ps). CH = 0: FMAs only, 16 chains.
 template <int NR>

@@ -28,7 +28,7 @@
 // 2^-126 is lost before the scale (<= 448) multiplies it (tolerance: tests/cpu/test_matmul_cpu.cpp).
 // K % 256 tail elements go through a scalar loop with the oracle's exact e2m1*scale product.
 //
-// The FMA dot (M = 1 and 2 with a dtype in CpuTuning::gemv_m1_fma: every dtype on CPUs with
+// The FMA dot (M = 1 and 2 with a dtype in CpuTuning::gemv_fma_dtypes: every dtype on CPUs with
 // AMX-BF16; gemv_fma_max_m): the same
 // lanes, layouts and block-scale FMA, but each u32 word of `half` gives 8 codes to vpsrld by 4p +
 // vpermps (a 16-entry table of the E2M1 values as fp32: vpermps reads index bits 3:0), and one
@@ -406,7 +406,7 @@ bool gemv_run(const MatmulArgs& a) {
   const CpuTuning& tune = cpu_tuning();
   // P bf16 pieces per activation row (1 bf16, 2 fp16, 3 fp32): virtual row v = mi * P + j holds
   // piece j of row mi; the kernel below only ever sees bf16 rows.
-  // M = 1 and 2 with a dtype in tuning_cpu.h gemv_m1_fma: the fp32 FMA dot, on the activations
+  // M = 1 and 2 with a dtype in tuning_cpu.h gemv_fma_dtypes: the fp32 FMA dot, on the activations
   // converted exactly to fp32 (one "piece" for every dtype).
   const bool fma = gemv_fma_dot(m, a.dtype);
   const int P = fma ? 1 : gemv_avx512bf16_pieces(a.dtype);

@@ -1,5 +1,5 @@
 // kernels/cpu/matmul_cpu.cpp -- the CPU backend's dispatcher: a short ordered chain.
-//   M <= gemv_fma_max_m (2) with the dtype in gemv_m1_fma (every dtype on AMX hosts), AVX512-BF16
+//   M <= gemv_fma_max_m (2) with the dtype in gemv_fma_dtypes (every dtype on AMX hosts), AVX512-BF16
 //     + VBMI                                 -> GEMV on vdpbf16ps's lanes with fp32 FMAs (the FMA dot)
 //   M's bit in gemv_amx_rows (default M = 2..16), or M > 16 with M x pieces <=
 //     gemv_amx_max_virtual_rows (default 48), AMX granted, AVX512-BF16+VBMI
@@ -64,7 +64,7 @@ void load_x_row_f32(const MatmulArgs& a, std::int64_t m, float* dst) {
   for (std::int64_t k = a.kx; k < a.k; ++k) dst[k] = 0.0f;
 }
 
-std::int64_t gemv_m1_fma_default() {
+std::int64_t gemv_fma_dtypes_default() {
   // Where the CPU has AMX-BF16 (Intel Sapphire / Emerald Rapids and later), vdpbf16ps issues
   // once per ~2 cycles and shares port 5 with vpermw, while vfmadd231ps issues twice per cycle
   // (docs/perf-cpu.md 14). Zen 4 runs vdpbf16ps once per cycle: it keeps the bf16 dot.
@@ -72,7 +72,7 @@ std::int64_t gemv_m1_fma_default() {
 #if defined(__x86_64__) && defined(__GNUC__)
     unsigned a = 0, b = 0, c = 0, d = 0;
     const bool amx_bf16 = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 22)) != 0;  // EDX[22]
-    return amx_bf16 ? gemv_m1_fma_bit(DType::kF32) | gemv_m1_fma_bit(DType::kF16) | gemv_m1_fma_bit(DType::kBF16) : 0;
+    return amx_bf16 ? gemv_fma_dtype_bit(DType::kF32) | gemv_fma_dtype_bit(DType::kF16) | gemv_fma_dtype_bit(DType::kBF16) : 0;
 #else
     return 0;
 #endif

@@ -11,9 +11,9 @@
 
 namespace nvfp4::cpu {
 
-// The host's default for CpuTuning::gemv_m1_fma (matmul_cpu.cpp), and its bit for a dtype.
-std::int64_t gemv_m1_fma_default();
-inline std::int64_t gemv_m1_fma_bit(DType t) { return std::int64_t{1} << static_cast<int>(t); }
+// The host's default for CpuTuning::gemv_fma_dtypes (matmul_cpu.cpp), and its bit for a dtype.
+std::int64_t gemv_fma_dtypes_default();
+inline std::int64_t gemv_fma_dtype_bit(DType t) { return std::int64_t{1} << static_cast<int>(t); }
 
 struct CpuTuning {
   // GEMV (weights streamed once for all rows of x) up to this M; GEMM above. At M=8 the GEMV
@@ -45,20 +45,20 @@ struct CpuTuning {
   // (tie: Highway), M=4 0.80, M=8 0.89; M=5..7 0.81-0.96 (interleaved cpu_paths_bench).
   // M = 1 (and 2: gemv_fma_max_m) on the AVX512 GEMV with fp32 FMAs (vpermps decode; activations
   // converted exactly to fp32, no split) instead of vdpbf16ps, for the activation dtypes whose bit
-  // (1 << DType value: 1 f32, 2 f16, 4 bf16) is set. Default (gemv_m1_fma_default): every dtype
+  // (1 << DType value: 1 f32, 2 f16, 4 bf16) is set. Default (gemv_fma_dtypes_default): every dtype
   // on CPUs with AMX-BF16, none elsewhere. Measured (Emerald Rapids dev VM, 2 threads, cold,
   // cpu_paths_bench, us medians per round, docs/perf-cpu.md 14-16): with its own task size and K
   // block (below), bf16 pre-split 1 x 4096 x 14336 1465 / 1610 against 1635 / 1826 on vdpbf16ps,
   // 14336 x 4096 1606-1684 against 1958-2004, 151936 x 2560 10861-12851 against 13591-17153;
   // fp32 1791 / 1868 against 3357-3496 on the Highway GEMV; fp16 1702 / 1868 against 3141-3301
   // split into 2 bf16 pieces. With the bf16 dot's task size (8 rows) it lost cold (§14).
-  std::int64_t gemv_m1_fma = gemv_m1_fma_default();
+  std::int64_t gemv_fma_dtypes = gemv_fma_dtypes_default();
   // The FMA dot for M = 1 .. this many rows (at most kGemvFmaMaxRows), for the dtypes in
-  // gemv_m1_fma, ahead of the AMX GEMV. At M = 2 each decoded weight vector feeds two FMAs (4
+  // gemv_fma_dtypes, ahead of the AMX GEMV. At M = 2 each decoded weight vector feeds two FMAs (4
   // port-0/5 uops per 16 weights against 3 at M = 1), while the AMX GEMV's speed follows the
   // host's TMUL, which on the dev VM halves from one second to the next (docs/perf-cpu.md 22).
   // Measured (Emerald Rapids dev VM, 2 threads, 2 x 4096 x 14336 bf16 pre-split, cpu_paths_bench,
-  // us median, same process, 2026-12-01 18:25 UTC, docs/perf-cpu.md 23): FMA dot 2311 cold / 2312
+  // us median, same process, 2026-12-01 18:18 UTC, docs/perf-cpu.md 23): FMA dot 2311 cold / 2312
   // hot, AMX GEMV 2776 / 3141, vdpbf16ps dot 2921 / 2845 (M = 1 FMA 1982 / 1757: 1.17x / 1.32x).
   // 1 thread, L2-resident 2 x 256 x 14336: FMA 4 rows x 2 356 us, 2 rows x 2 400, vdpbf16ps 372.
   std::int64_t gemv_fma_max_m = 2;
@@ -163,12 +163,13 @@ inline CpuTuning& cpu_tuning_mutable() {
 }
 inline const CpuTuning& cpu_tuning() { return cpu_tuning_mutable(); }
 
-// True when the AVX512 GEMV runs the FMA dot (gemv_m1_fma, gemv_fma_max_m) for M rows of dtype t: the one place
-// the dispatcher, the kernel and the kernel names ask.
-inline constexpr std::int64_t kGemvFmaMaxRows = 2;  // the FMA dot's compiled row counts: 1 and 2
+// The FMA dot's compiled activation-row counts: 1 and 2 (gemv_nvfp4_avx512bf16.cpp rows_any_m).
+inline constexpr std::int64_t kGemvFmaMaxRows = 2;
+// True when the AVX512 GEMV runs the FMA dot (gemv_fma_dtypes, gemv_fma_max_m) for M rows of
+// dtype t: the one place the dispatcher, the kernel and the kernel names ask.
 inline bool gemv_fma_dot(std::int64_t m, DType t) {
   return m >= 1 && m <= std::min(cpu_tuning().gemv_fma_max_m, kGemvFmaMaxRows) &&
-         (cpu_tuning().gemv_m1_fma & gemv_m1_fma_bit(t)) != 0;
+         (cpu_tuning().gemv_fma_dtypes & gemv_fma_dtype_bit(t)) != 0;
 }
 
 }  // namespace nvfp4::cpu
