@@ -43,6 +43,12 @@ struct Row {
 
 // Bytes a W4A16 NVFP4 matmul must move at least once: packed + scales + x + y.
 double nvfp4_matmul_bytes(const Shape& s, DType dtype);
+// The shape microbenchmarks' first check: positive sizes, K a multiple of 16, and `need` bytes (a
+// lower bound of what the shape allocates, computed in double so that absurd sizes cannot
+// overflow) within `available` (0 = unknown: not checked) on `where`; `what` lists the buffers
+// counted. Throws an Error naming the shape and both sizes, instead of a bad_alloc later.
+void check_shape(const char* backend, const Shape& s, double need, double available, const std::string& where,
+                 const std::string& what);
 
 std::vector<Row> run_cpu(const Options& opts);   // bench_cpu.cpp
 std::vector<Row> run_cuda(const Options& opts);  // bench_cuda.cu (throws Error without CUDA)

@@ -38,6 +38,7 @@
 
 #include "bench/bench.h"
 #include "bench/host_buffer.h"
+#include "bench/machine.h"
 #include "kernels/cpu/matmul_cpu.h"
 #include "kernels/cpu/parallel_for.h"
 #include "nvfp4/cpu.h"
@@ -185,9 +186,16 @@ std::vector<Row> run_cpu(const Options& o) {
   std::uint64_t seed = o.seed;
   double run_ceiling = 0;
   for (const Shape& s : o.shapes) {
-    if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.k % 16 != 0)
-      fail("bench", "CPU shape M=" + std::to_string(s.m) + " N=" + std::to_string(s.n) + " K=" +
-                        std::to_string(s.k) + " is invalid (positive, K a multiple of 16)");
+    {
+      // Lower bound of the host memory this shape takes: the fp32 source weights, the quantized
+      // weights and >= 2 rotation copies of them, the dense bf16 baseline, fp32-sized
+      // activations and two outputs.
+      const double nk = static_cast<double>(s.n) * static_cast<double>(s.k);
+      const double need = nk * 4 + 3 * nk * 9 / 16 + nk * 2 + static_cast<double>(s.m) * s.k * 4 +
+                          2.0 * s.m * s.n * 4;
+      check_shape("CPU", s, need, mem_available_bytes(), "this host (MemAvailable)",
+                  "fp32 source weights, quantized copies, dense bf16 weights, activations, outputs");
+    }
     std::mt19937_64 rng(seed++);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     // Weights: fresh normal data, quantized by the library (modelopt recipe).

@@ -262,9 +262,15 @@ std::vector<Row> run_cuda(const Options& opts) {
 
   std::map<std::pair<std::int64_t, std::int64_t>, std::vector<Row>> floors;  // N x K -> read/launch floor rows
   for (const Shape& s : opts.shapes) {
-    if (s.k % kBlockSize != 0 || s.k <= 0 || s.n <= 0 || s.m <= 0)
-      fail("bench", "shape M=" + std::to_string(s.m) + " N=" + std::to_string(s.n) + " K=" + std::to_string(s.k) +
-                        ": need positive sizes and K a multiple of 16");
+    {
+      // Lower bound of the device memory this shape takes: one copy of the packed weights and
+      // scales, the dense bf16 baseline's weights, bf16 activations and an fp32-sized output.
+      const double nk = static_cast<double>(s.n) * static_cast<double>(s.k);
+      size_t free_b = 0, total_b = 0;
+      const double avail = cudaMemGetInfo(&free_b, &total_b) == cudaSuccess ? static_cast<double>(free_b) : 0.0;
+      check_shape("CUDA", s, nk * 9 / 16 + nk * 2 + static_cast<double>(s.m) * s.k * 2 + static_cast<double>(s.m) * s.n * 4,
+                  avail, "the GPU (cudaMemGetInfo free)", "packed weights and scales, dense bf16 weights, activations, output");
+    }
     const std::size_t pb = static_cast<std::size_t>(s.n) * s.k / 2, sb = static_cast<std::size_t>(s.n) * s.k / 16;
     const std::size_t copies = opts.cold ? std::max<std::size_t>(1, (target + pb + sb - 1) / (pb + sb)) : 1;
     std::vector<std::unique_ptr<Buf>> wp, ws;

@@ -1,9 +1,13 @@
 // tests/cpu/test_bench_cpu.cpp -- run_cpu produces validated, measured rows (small shapes).
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <string>
+
 #include "bench/bench.h"
 #include "kernels/cpu/matmul_cpu.h"
 #include "nvfp4/cpu.h"
+#include "nvfp4/error.h"
 
 namespace nvfp4::bench {
 namespace {
@@ -72,10 +76,29 @@ TEST(BenchCpu, ColdRowsRotateAndF32Validates) {
   }
 }
 
+// Bad shapes are Errors that name the shape, before anything is allocated: K not a multiple of
+// 16, a zero or negative size, and sizes whose buffers cannot fit in memory (or whose element
+// counts would overflow 64 bits), which used to end in std::bad_alloc.
 TEST(BenchCpu, BadShapeThrows) {
-  Options o;
-  o.shapes = {{1, 64, 100}};
-  EXPECT_ANY_THROW(run_cpu(o));
+  auto message = [](const Shape& s) {
+    Options o;
+    o.shapes = {s};
+    try {
+      run_cpu(o);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message({1, 64, 100}).find("M=1 N=64 K=100 is invalid"), std::string::npos) << message({1, 64, 100});
+  EXPECT_NE(message({0, 64, 64}).find("is invalid"), std::string::npos);
+  EXPECT_NE(message({1, -64, 64}).find("is invalid"), std::string::npos);
+  for (const Shape& s : {Shape{99999999999, 16, 16}, Shape{1, std::int64_t{1} << 31, 16},
+                         Shape{INT64_MAX, INT64_MAX, 16}}) {
+    const std::string m = message(s);
+    EXPECT_NE(m.find("N=" + std::to_string(s.n) + " K=16 needs at least"), std::string::npos) << m;
+    EXPECT_NE(m.find("is available"), std::string::npos) << m;
+  }
 }
 
 }  // namespace
