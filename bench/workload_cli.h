@@ -37,9 +37,11 @@ struct WorkloadArgs {
     c->add_option("--model", model, "built-in model name (see --list-models) or a JSON model file "
                                     "(HF config.json keys); default qwen3-4b on cpu, llama-3-8b on cuda");
     c->add_option("--layers", layers, "replay only the first N transformer layers and scale the layer time "
-                                      "to the whole model (default: all; 4 in the cpu main job)");
+                                      "to the whole model (default: all; 4 in the cpu main job)")
+        ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
     c->add_option("--mode", mode, "decode, prefill or both")->check(CLI::IsMember({"decode", "prefill", "both"}));
-    c->add_option("--prompt,-p", prompt, "prefill prompt length P (default 32 on cpu, 2048 on cuda)");
+    c->add_option("--prompt,-p", prompt, "prefill prompt length P (default 32 on cpu, 2048 on cuda)")
+        ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
     c->add_option("--batch,-b", batch, "decode: B sequences per step, one token each (every linear at M = B; "
                                        "default 1)");
     c->add_option("--backend", backend, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
@@ -47,7 +49,8 @@ struct WorkloadArgs {
     c->add_flag("--no-lm-head", no_lm_head, "leave lm_head out of the replay");
     c->add_flag("--fuse", fuse, "fuse q/k/v and gate/up into one matmul each (vLLM layout)");
     c->add_option("--extra-work", extra_work, "add one extra linear holding this fraction of the weights "
-                                              "(0.03 = 3% more work; for testing A/B detection)");
+                                              "(0.03 = 3% more work; for testing A/B detection)")
+        ->check(CLI::Range(0.0, 10.0));
     c->add_option("--seed", seed, "seed of the random weights and activations");
     c->add_flag("--canonical", canonical, "decode (CUDA; CPU with AVX512-BF16+VBMI): keep the canonical checkpoint "
                                           "layout instead of the weights repacked for the GEMV at load time");

@@ -53,6 +53,9 @@ void run_compare(const CompareArgs& c) {
   const int processes = c.processes > 0 ? c.processes : default_processes(c.w);
   if (c.reps < 1) fail("compare", "--reps must be >= 1");
   if (!(c.effect > 0 && c.effect < 100)) fail("compare", "--effect must be a percentage in (0, 100)");
+  if (!(c.confidence > 0 && c.confidence < 1))
+    fail("compare", "--confidence must be in (0, 1), e.g. 0.95 (got " + std::to_string(c.confidence) + ")");
+  if (!(c.min_effect >= 0 && c.min_effect < 100)) fail("compare", "--min-effect must be a percentage in [0, 100)");
   if (c.w.mode == "both") fail("compare", "--mode both: compare one mode at a time (decode or prefill)");
   std::vector<std::string> wl = c.w.forward_args();
   if (c.w.extra_work > 0) wl.insert(wl.end(), {"--extra-work", std::to_string(c.w.extra_work)});
@@ -95,8 +98,9 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--rounds,-n", c->rounds, "rounds per process pair (one A and one B sample each; default 30)");
   cmd->add_option("--processes", c->processes,
                   "process pairs, each with its own allocation of the weights (default: 3 on the CPU, 1 on the GPU; "
-                  "with >= 2 the interval is over pairs)");
-  cmd->add_option("--reps", c->reps, "replays per sample, median taken (default 3)");
+                  "with >= 2 the interval is over pairs)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--reps", c->reps, "replays per sample, median taken (default 3)")->check(CLI::Range(1, 1000000));
   cmd->add_option("--confidence", c->confidence, "confidence level of the interval (default 0.95)");
   cmd->add_option("--effect", c->effect, "effect size in percent for the rounds-needed estimate (default 2)");
   cmd->add_option("--min-effect", c->min_effect,

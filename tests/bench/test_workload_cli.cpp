@@ -46,6 +46,21 @@ TEST(WorkloadCli, EarlyWeightsDefaultOnAndForwarded) {
   EXPECT_TRUE(back.options(ReplayMode::kDecode).plain_launch);
 }
 
+// Values that used to fall back to the defaults silently (0 was the "not given" sentinel) or ran
+// a meaningless replay are parse errors naming the flag: --layers 0 / -3, --prompt 0,
+// --extra-work -0.5. In-range values still parse.
+TEST(WorkloadCli, OutOfRangeValuesAreParseErrors) {
+  for (const std::vector<std::string>& bad : {std::vector<std::string>{"--layers", "0"}, {"--layers", "-3"},
+                                              {"--prompt", "0"}, {"-p", "-1"}, {"--extra-work", "-0.5"}}) {
+    std::vector<std::string> args = {"--backend", "cpu"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    EXPECT_THROW(parse(args), CLI::ValidationError) << bad[0] << " " << bad[1];
+  }
+  const WorkloadArgs ok = parse({"--backend", "cpu", "--layers", "2", "--prompt", "7", "--extra-work", "0.03"});
+  EXPECT_EQ(ok.options(ReplayMode::kPrefill).prompt, 7);
+  EXPECT_EQ(ok.options(ReplayMode::kPrefill).plan.layers, 2);
+}
+
 // Batched decode: every linear (lm_head included) at M = B, B tokens per replay; prefill keeps
 // M = P (lm_head 1); the flag is forwarded; a shape workload, which carries its own M, refuses it.
 TEST(WorkloadCli, DecodeBatchSetsEveryLinearsM) {

@@ -304,6 +304,13 @@ TEST(Cli, FailuresExitNonZeroAndLeaveNothing) {
       {"inspect " + d / "trunc.safetensors", "", "runs past the end", 1},
       {"quantize " + d / "in", d / "o14", "OUT", 2},
       {"quantize " + d / "in " + d / "o15 --bogus", d / "o15", "bogus", 2},
+      // bench / compare arguments: refused before anything runs or is allocated.
+      {"bench --backend cpu --layers 0", "", "--layers: Value 0 not in range", 2},
+      {"bench --backend cpu --mode prefill --prompt 0", "", "--prompt: Value 0 not in range", 2},
+      {"bench --backend cpu --shape 99999999999,16,16", "", "M=99999999999 N=16 K=16 needs at least", 1},
+      {"compare --backend cpu --a self --b self --processes 0", "", "--processes: Value 0 not in range", 2},
+      {"compare --backend cpu --a self --b self --confidence 2", "", "--confidence must be in (0, 1)", 1},
+      {"compare --backend cpu --a self --b self --min-effect -1", "", "--min-effect must be", 1},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.args);
