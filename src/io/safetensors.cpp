@@ -194,7 +194,11 @@ void SafetensorsFile::Impl::open_and_validate() {
     try {
       expect = safetensors_nbytes(e.dtype, e.shape, what);
     } catch (const Error& err) {
-      bad(path, err.what());
+      // bad() adds the op and the path: drop the op prefix safetensors_nbytes put on.
+      std::string m = err.what();
+      const std::string prefix = std::string("[") + kOp + "] ";
+      if (m.rfind(prefix, 0) == 0) m.erase(0, prefix.size());
+      bad(path, m);
     }
     if (e.end - e.begin != expect)
       bad(path, what + ": data_offsets span " + std::to_string(e.end - e.begin) + " bytes but " + e.dtype +

@@ -57,10 +57,14 @@ TEST(Safetensors, RoundTripAllKinds) {
     EXPECT_EQ(e.dtype, t.dtype);
     EXPECT_EQ(e.shape, t.shape);
     ASSERT_EQ(e.nbytes(), t.nbytes);
-    if (t.nbytes) EXPECT_EQ(std::memcmp(f.data(e), t.data, t.nbytes), 0);
+    if (t.nbytes) {
+      EXPECT_EQ(std::memcmp(f.data(e), t.data, t.nbytes), 0);
+    }
     // Widest-first ordering keeps every tensor aligned to its element size.
     const int bits = safetensors_dtype_bits(e.dtype);
-    if (bits >= 8) EXPECT_EQ((8 + n + e.begin) % static_cast<std::uint64_t>(bits / 8), 0u);
+    if (bits >= 8) {
+      EXPECT_EQ((8 + n + e.begin) % static_cast<std::uint64_t>(bits / 8), 0u);
+    }
   }
   EXPECT_EQ(f.find("nope"), nullptr);
   EXPECT_THROW(f.at("nope"), Error);
@@ -163,6 +167,7 @@ TEST(Safetensors, MalformedCorpus) {
       EXPECT_NE(m.find(p), std::string::npos) << m;
       EXPECT_NE(m.find(b.expect), std::string::npos) << "message: " << m << "\nexpected: " << b.expect;
       EXPECT_EQ(m.rfind("[safetensors]", 0), 0u) << m;
+      EXPECT_EQ(m.find("[safetensors]", 1), std::string::npos) << "the op is named once: " << m;
     }
   }
 }
