@@ -266,7 +266,7 @@ std::vector<Row> run_cuda(const Options& opts) {
       // Lower bound of the device memory this shape takes: one copy of the packed weights and
       // scales, the dense bf16 baseline's weights, bf16 activations and an fp32-sized output.
       const double nk = static_cast<double>(s.n) * static_cast<double>(s.k);
-      size_t free_b = 0, total_b = 0;
+      std::size_t free_b = 0, total_b = 0;
       const double avail = cudaMemGetInfo(&free_b, &total_b) == cudaSuccess ? static_cast<double>(free_b) : 0.0;
       check_shape("CUDA", s, nk * 9 / 16 + nk * 2 + static_cast<double>(s.m) * s.k * 2 + static_cast<double>(s.m) * s.n * 4,
                   avail, "the GPU (cudaMemGetInfo free)", "packed weights and scales, dense bf16 weights, activations, output");
