@@ -49,9 +49,8 @@ int default_processes(const bench::WorkloadArgs& w) { return w.resolved_backend(
 void run_compare(const CompareArgs& c) {
   using namespace nvfp4::bench;
   if (c.rounds < 2) fail("compare", "--rounds must be >= 2 (got " + std::to_string(c.rounds) + ")");
-  if (c.processes < 0) fail("compare", "--processes must be >= 1 (got " + std::to_string(c.processes) + ")");
+  // --processes and --reps are range-checked by the parser (add_compare_command).
   const int processes = c.processes > 0 ? c.processes : default_processes(c.w);
-  if (c.reps < 1) fail("compare", "--reps must be >= 1");
   if (!(c.effect > 0 && c.effect < 100)) fail("compare", "--effect must be a percentage in (0, 100)");
   if (!(c.confidence > 0 && c.confidence < 1))
     fail("compare", "--confidence must be in (0, 1), e.g. 0.95 (got " + std::to_string(c.confidence) + ")");

@@ -190,16 +190,8 @@ void SafetensorsFile::Impl::open_and_validate() {
     if (e.begin > e.end)
       bad(path, what + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
                     "] has begin > end");
-    std::uint64_t expect = 0;
-    try {
-      expect = safetensors_nbytes(e.dtype, e.shape, what);
-    } catch (const Error& err) {
-      // bad() adds the op and the path: drop the op prefix safetensors_nbytes put on.
-      std::string m = err.what();
-      const std::string prefix = std::string("[") + kOp + "] ";
-      if (m.rfind(prefix, 0) == 0) m.erase(0, prefix.size());
-      bad(path, m);
-    }
+    // Its errors read as bad()'s: "[safetensors] 'path': what: ...".
+    const std::uint64_t expect = safetensors_nbytes(e.dtype, e.shape, "'" + path + "': " + what);
     if (e.end - e.begin != expect)
       bad(path, what + ": data_offsets span " + std::to_string(e.end - e.begin) + " bytes but " + e.dtype +
                     " " + shape_str(e.shape) + " needs " + std::to_string(expect));

@@ -424,9 +424,10 @@ void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightVie
     // -5.09% in the run of the final code; early at every shape B = 2 / 4 / 8 -5.45% / -5.15% /
     // -4.71% (`nvfp4 compare --batch B`, H200, 2026-12-01; docs/perf-cuda.md 19.2).
     const bool early = la.pdl && la.early_weights && vrows <= kEarlyMaxVirtualRows;
-    GemvTile tile = tile_in ? *tile_in
-                            : gemv_lookup_tile(cc, w.n, w.k, GemvLayout::kRepacked, std::min<std::int64_t>(vrows, kMaxRows), early);
-    if (vrows > kMaxRows) tile.cols_per_warp = 16;  // the wide kernel's one row tile per warp
+    // (The wide kernel runs one row tile per warp whatever the tile's cols_per_warp says.)
+    const GemvTile tile =
+        tile_in ? *tile_in
+                : gemv_lookup_tile(cc, w.n, w.k, GemvLayout::kRepacked, std::min<std::int64_t>(vrows, kMaxRows), early);
     GemvArgs l2 = la;
     l2.pdl = la.pdl && tile.overlap_ok;  // the table's per-shape verdict on the overlapped launch
     l2.early_weights = early && tile.early_ok;  // and on the early-weights one
