@@ -178,6 +178,7 @@ T_BF16 double fma_regs(long iters, float* sink) {
 // TDPBF16PS with its tiles in registers: 4 independent C tiles, A and B tiles loaded once.
 // Counts TDPBF16PS (16 x 16 x 32 bf16 MACs = 256 vdpbf16ps zmm). Each thread configures its
 // own tiles (LDTILECFG is per thread); the process asked for the tile state in main().
+template <int RowsA>
 __attribute__((target("amx-tile,amx-bf16"), noinline)) double amx_regs(long iters, float* sink) {
   struct alignas(64) Cfg {
     std::uint8_t palette = 1, start = 0, reserved[14] = {};
@@ -186,7 +187,7 @@ __attribute__((target("amx-tile,amx-bf16"), noinline)) double amx_regs(long iter
   } cfg;
   for (int i = 0; i < 8; ++i) {
     cfg.colsb[i] = 64;
-    cfg.rows[i] = 16;
+    cfg.rows[i] = i < 6 ? RowsA : 16;  // C tiles 0-3 and A tiles 4-5 have RowsA rows; B 16
   }
   alignas(64) static std::uint16_t ab[16][32];
   for (int i = 0; i < 16; ++i)
@@ -277,8 +278,12 @@ int main(int argc, char** argv) {
   // XTILEDATA). The all-threads column is the slowest thread's rate: about half the 1-thread
   // rate when two vCPUs are hyperthreads of one core, sharing its TMUL.
   if (__builtin_cpu_supports("amx-bf16") && syscall(SYS_arch_prctl, 0x1023, 18) == 0) {
-    const Variant amx{"tdpbf16ps regs **", amx_regs};
-    std::printf("%-22s %14.3f %14.3f\n", amx.name, rate(amx, 1, secs), rate(amx, nthreads, secs));
+    const Variant amx[] = {{"tdpbf16ps regs **", amx_regs<16>},
+                           {"tdpbf16ps A 8 rows", amx_regs<8>},
+                           {"tdpbf16ps A 4 rows", amx_regs<4>},
+                           {"tdpbf16ps A 1 row", amx_regs<1>}};
+    for (const Variant& v : amx)
+      std::printf("%-22s %14.3f %14.3f\n", v.name, rate(v, 1, secs), rate(v, nthreads, secs));
   }
   std::printf("threads=%d (one vdpbf16ps zmm = 32 bf16 MACs; * rows count vfmadd231ps zmm = 16 fp32 MACs;\n"
               "** rows count TDPBF16PS = 16 x 16 x 32 bf16 MACs)\n",
