@@ -94,7 +94,7 @@ NVFP4_HD std::uint8_t e2m1_magnitude_code(float a) {
 // Sign rule of the encoder. Producers differ only on zero and on values that round to zero.
 enum class E2M1Sign : std::uint8_t {
   kLessThanZero,  // modelopt / compressed-tensors: sign bit = (x < 0): -0.0 -> 0x0, -0.1 -> 0x8
-  kSignBit,       // MLX: the IEEE sign bit is kept: -0.0 -> 0x8
+  kSignBit,       // MLX's Metal kernel: the IEEE sign bit is kept: -0.0 -> 0x8
 };
 
 NVFP4_HD std::uint8_t e2m1_from_float(float x, E2M1Sign rule = E2M1Sign::kLessThanZero) {

@@ -1,12 +1,17 @@
 // quantize/quantize_compressed_tensors.cpp -- compressed-tensors "nvfp4-pack-quantized" (as
-// llm-compressor produces it: generate_gparam, calculate_qparams, _quantize, pack_fp4_to_uint8).
-// torch runs the weight-dtype ops in fp32 and rounds once to that dtype (round_to below):
+// llm-compressor produces it: generate_gparam, calculate_qparams, then the compressor's quantize
+// and pack). torch runs the weight-dtype ops in fp32 and rounds once to that dtype (round_to):
 //   G   = dtype(2688 / amax); Inf/NaN -> 1           weight_global_scale (quant direction), then fp32
 //   s_f = fl(G * dtype(block_amax / 6))              the block amax / 6 happens in the weight dtype
 //   s   = e4m3_rne(clamp(s_f, +-448)); s == 0 -> 0.125 (byte 0x20)
-//   eff = fl(float(s) / G)                           divide by the global scale
-//   q   = e2m1_rne(bf16_rne(fl(x / eff)))            bf16 pre-rounding (0.7499999 -> 0.75 -> 1)
-//   sign = IEEE sign bit (-0.0 -> 0x8)
+//   eff = fl(float(s) / G)                           the scale parameter (weight dtype) / the fp32
+//                                                    global scale: an fp32 tensor
+//   q   = e2m1_rne(fl(x / eff))                      fp32 quotient, rounded once
+//   sign = q < 0 (-0.0 -> 0x0; a negative q that rounds to 0 -> 0x8): torch.sign(-0.0) is 0 in
+//          cast_to_fp4, and the Triton kernels test x < 0
+// Checked bit for bit against the releases themselves, 0.10.2 to 0.20.1, with
+// scripts/check_producers.sh (docs/format.md has the table). No release rounds x / eff to bf16
+// first: 0.18.0 had such a Triton cast but registered it disabled.
 // Differences with the format note (docs/format.md): G and block_amax/6 are rounded in the weight's
 // dtype, as the torch code computes them; for fp32 weights both agree.
 #include <algorithm>
@@ -31,8 +36,7 @@ void ct_quantize_block(const float* x, float G, DType src, BlockOut* out) {
   if (out->scale == 0) out->scale = 0x20;  // 0.125, compressed-tensors' fp8 "eps"
   const float eff = e4m3_to_float(out->scale) / G;
   for (int i = 0; i < kBlockSize; ++i) {
-    const float v = bf16_to_f32(f32_to_bf16(x[i] / eff));
-    out->codes[i] = e2m1_from_float(v, E2M1Sign::kSignBit);
+    out->codes[i] = e2m1_from_float(x[i] / eff, E2M1Sign::kLessThanZero);
   }
 }
 

@@ -1,7 +1,8 @@
 """Independent re-statement of the three producers' NVFP4 weight recipes in numpy.
 
 Written from the producers' published code paths (modelopt NVFP4QTensor, compressed-tensors
-calculate_qparams/_quantize/pack_fp4_to_uint8, MLX fp_quantize), op by op, with numpy float32
+generate_gparam/calculate_qparams/_quantize/cast_to_fp4/pack_fp4_to_uint8 and its Triton
+quantize-and-pack kernel, MLX fp_quantize), op by op, with numpy float32
 (IEEE single, round-to-nearest-even) standing in for torch/Metal fp32 and ml_dtypes for the
 bf16/fp16/float8_e4m3fn casts. It shares no code with nvfp4's C++ quantizers: the CLI test
 compares nvfp4's checkpoint bytes against what these functions produce.
@@ -60,8 +61,11 @@ def modelopt(w, amax=None, legacy=False):
     return _pack(codes.reshape(x.shape)), sbytes.reshape(bamax.shape), F32(s2)
 
 
-def _e2m1_codes_signbit(y):
-    """Threshold form used by compressed-tensors (newest) and MLX: sign bit kept."""
+def _e2m1_codes(y, sign_rule="signbit"):
+    """Threshold form of compressed-tensors' cast_to_fp4 / Triton kernels and MLX's fp4_e2m1.
+    sign_rule "signbit" (MLX's Metal kernel): the IEEE sign bit is kept, -0.0 -> 0x8.
+    sign_rule "lt0" (compressed-tensors): torch.sign(-0.0) is 0 and the Triton kernels test
+    y < 0, so -0.0 -> 0x0 while a negative y that rounds to 0 -> 0x8."""
     a = np.abs(y)
     mag = np.zeros(a.shape, dtype=np.uint8)
     mag[a > 0.25] = 1
@@ -71,11 +75,14 @@ def _e2m1_codes_signbit(y):
     mag[a > 2.5] = 5
     mag[a >= 3.5] = 6
     mag[a > 5.0] = 7
-    return mag | (np.signbit(y).astype(np.uint8) << 3)
+    neg = np.signbit(y) if sign_rule == "signbit" else (y < 0)
+    return mag | (neg.astype(np.uint8) << 3)
 
 
 def compressed_tensors(w, amax=None):
-    """Returns (packed, scale_bytes, weight_global_scale). Ops on the weight dtype round to it."""
+    """Returns (packed, scale_bytes, weight_global_scale). Ops on the weight dtype round to it.
+    The quotient x / (scale / G) is fp32 (the scale parameter is FP8 or the weight dtype, G is
+    fp32) and is rounded once."""
     dt = w.dtype
     wp = _pad16(w)
     if amax is None:
@@ -94,8 +101,7 @@ def compressed_tensors(w, amax=None):
     eff = sbytes.view(E4M3).astype(F32) / gs
     y = blocks.astype(F32) / eff[..., None]
     y = np.clip(y, F32(-6.0), F32(6.0))
-    y = y.astype(ml_dtypes.bfloat16).astype(F32)
-    codes = _e2m1_codes_signbit(y)
+    codes = _e2m1_codes(y, sign_rule="lt0")
     return _pack(codes.reshape(wp.shape)), sbytes.reshape(bamax.shape), gs
 
 
@@ -113,5 +119,5 @@ def mlx(w, amax=None, global_scale=True):
     with np.errstate(divide="ignore"):
         enc_b = np.where(s == 0, F32(0.0), enc / s).astype(F32)
     y = blocks * enc_b[..., None]
-    codes = _e2m1_codes_signbit(y)
+    codes = _e2m1_codes(y)
     return _pack(codes.reshape(x.shape)), sbytes.reshape(bamax.shape), (F32(amax) if global_scale else None)
