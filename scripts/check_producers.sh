@@ -4,7 +4,7 @@
 # CPU path, and for 0.20 on the Triton path under Triton's interpreter), and MLX's CPU build.
 # Not in CI: torch from PyPI brings ~5 GB of CUDA libraries. Everything goes into a cache
 # folder (NVFP4_PRODUCERS_CACHE, default ~/.cache/nvfp4-producers), reused by later runs.
-# Usage: scripts/check_producers.sh [JSON_OUT]   (builds nvfp4 first; exit 0 = all bit-exact)
+# Usage: scripts/check_producers.sh [JSON_OUT]   (builds nvfp4 first; exit 0 = every check passed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE=${NVFP4_PRODUCERS_CACHE:-$HOME/.cache/nvfp4-producers}
