@@ -5,7 +5,8 @@ test_producer_exact.py compares nvfp4 with producer_recipes.py, a numpy restatem
 the producers' code. This script removes the restatement from the loop: for every dtype and seed
 it quantizes the same adversarial weights (test_producer_exact.adversarial: rounding ties,
 all-zero and -0.0 blocks, tiny and huge magnitudes in one block) with
-  * nvidia-modelopt's NVFP4QTensor.quantize (the installed release, CPU path),
+  * nvidia-modelopt's NVFP4QTensor.quantize (the installed release, and each older one given with
+    --modelopt DIR; CPU path), against nvfp4's default recipe and --legacy-modelopt,
   * compressed-tensors, each release given with --ct DIR (an unpacked wheel), as llm-compressor
     drives it: generate_gparam, calculate_qparams on the 16-element groups, the scale parameter
     in the dtype that release gives it, then the release's own compressor (CPU path); and, for
@@ -66,21 +67,34 @@ def torch_dtype(name):
     return {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[name]
 
 
-def check_modelopt(cli, seeds):
+def check_modelopt(cli, seeds, modelopt_dir=None):
+    """modelopt's NVFP4QTensor.quantize against nvfp4's default recipe and --legacy-modelopt
+    (releases before the 2^-9 block-scale clamp). A release passes if it matches one of the two on
+    every dtype and seed; the row says which."""
+    if modelopt_dir:
+        sys.path.insert(0, modelopt_dir)
     import torch
+    import modelopt.torch.quantization.qtensor.nvfp4_tensor as nvfp4_tensor
     from modelopt.torch.quantization.qtensor.nvfp4_tensor import NVFP4QTensor
     import modelopt
+    # Some releases ask fp4_compatible() (a CUDA query) before their TensorRT-LLM shortcut, which
+    # only Blackwell machines with tensorrt_llm take; the PyTorch path below is everyone else's.
+    if hasattr(nvfp4_tensor, "fp4_compatible"):
+        nvfp4_tensor.fp4_compatible = lambda *a, **k: False
     rows = []
     for dt in DTYPES:
         for seed in seeds:
             w = weights(dt, seed)
             tw = torch.from_numpy(w.astype(np.float32)).to(torch_dtype(dt))
             q, s, s2 = NVFP4QTensor.quantize(tw.clone(), 16)
-            ours = nvfp4_quantize(cli, w, "modelopt")
-            ok = (same(q._quantized_data.numpy(), ours["weight"]) and same(s.view(torch.uint8).numpy(), ours["weight_scale"])
-                  and same(s2.float().numpy().reshape(()), ours["weight_scale_2"].reshape(())))
+            matches = []
+            for mode, extra in (("default", ()), ("--legacy-modelopt", ("--legacy-modelopt",))):
+                ours = nvfp4_quantize(cli, w, "modelopt", extra)
+                if (same(q._quantized_data.numpy(), ours["weight"]) and same(s.view(torch.uint8).numpy(), ours["weight_scale"])
+                        and same(s2.float().numpy().reshape(()), ours["weight_scale_2"].reshape(()))):
+                    matches.append(mode)
             rows.append({"producer": "nvidia-modelopt", "version": modelopt.__version__, "path": "cpu",
-                         "dtype": dt, "seed": seed, "ok": ok})
+                         "dtype": dt, "seed": seed, "matches": "/".join(matches) or "none", "ok": bool(matches)})
     return rows
 
 
@@ -287,15 +301,29 @@ def main():
     ap.add_argument("--ct", action="append", default=[], help="an unpacked compressed-tensors wheel")
     ap.add_argument("--seeds", default="20261201,7,11")
     ap.add_argument("--json")
+    ap.add_argument("--modelopt", action="append", default=[], help="an unpacked nvidia-modelopt wheel")
     ap.add_argument("--one-ct", help=argparse.SUPPRESS)
+    ap.add_argument("--one-modelopt", help=argparse.SUPPRESS)
     ap.add_argument("--triton", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     seeds = [int(s) for s in a.seeds.split(",")]
     if a.one_ct:
         print(json.dumps(check_ct_one(a.cli, a.one_ct, seeds, a.triton)))
         return 0
+    if a.one_modelopt:
+        print(json.dumps(check_modelopt(a.cli, seeds, a.one_modelopt)))
+        return 0
     print(f"real-producer check: seeds={seeds} shape={SHAPE} cli={a.cli}")
     rows = check_modelopt(a.cli, seeds)
+    for d in a.modelopt:  # older releases, one per process
+        p = subprocess.run([sys.executable, __file__, "--cli", a.cli, "--seeds", a.seeds, "--one-modelopt", d],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            print(p.stderr[-2000:])
+            rows.append({"producer": "nvidia-modelopt", "version": os.path.basename(d), "path": "cpu",
+                         "error": p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "failed", "ok": False})
+            continue
+        rows += json.loads(p.stdout.strip().splitlines()[-1])
     for d in a.ct:
         for triton in (False, True):
             cmd = [sys.executable, __file__, "--cli", a.cli, "--seeds", a.seeds, "--one-ct", d] + (["--triton"] if triton else [])
