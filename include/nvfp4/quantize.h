@@ -33,8 +33,9 @@ ScaleConvention recipe_convention(Recipe r);
 
 struct QuantizeOptions {
   Recipe recipe = Recipe::kModelopt;
-  // modelopt before the 2^-9 clamp of current releases: a block whose scale underflows E4M3
-  // gets scale byte 0 (its codes then come from x / 0 -> +-Inf -> +-6 or NaN -> policy).
+  // modelopt releases 0.35-0.44, before the 2^-9 block-scale clamp of 0.45 on (checked against
+  // each release: docs/format.md): a block whose scale underflows E4M3 gets scale byte 0 (its
+  // codes then come from x / 0 -> +-Inf -> +-6 or NaN -> policy).
   bool modelopt_legacy = false;
   // MLX: quantize with global_scale = amax (stored as ScaleConvention::kAmax). false gives what
   // mlx-lm's QuantizedLinear writes: no global scale (ScaleConvention::kNone, tensor scale 1).

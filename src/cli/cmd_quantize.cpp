@@ -166,7 +166,7 @@ void add_quantize_command(CLI::App& app) {
   sub->add_flag("--no-default-excludes", args->no_default_excludes,
                 "quantize embeddings/norms/lm_head too when they are 2-D '*.weight'");
   sub->add_flag("--legacy-modelopt", args->legacy,
-                "modelopt before the 2^-9 block-scale clamp (tiny blocks may get scale 0)");
+                "modelopt releases up to 0.44, before the 2^-9 block-scale clamp (tiny blocks may get scale 0)");
   sub->add_flag("--mlx-no-global-scale", args->mlx_no_global_scale,
                 "mlx: no global scale, as mlx-lm's QuantizedLinear writes (block scales = block_amax/6)");
   sub->add_option("--shard-size", args->shard_size, "largest shard of a folder output (default 5GB; e.g. 500MB, 2GiB)");
