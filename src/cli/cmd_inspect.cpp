@@ -2,7 +2,9 @@
 // (name, dtype, shape) and, per quantized linear, the tensor scale (stored value and its
 // dequant-direction value), block-scale min/max, a histogram of block scales by power of two
 // and the share of all-zero blocks (every code +-0, or a zero scale). Loading a linear runs the
-// reader's full validation, so inspect doubles as a checker.
+// reader's full validation, so inspect doubles as a checker. Input (activation) scales, which
+// W4A4 exports carry (modelopt input_scale, compressed-tensors input_global_scale), are counted:
+// nvfp4 multiplies 16/32-bit activations (W4A16) and does not use them.
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
@@ -47,6 +49,12 @@ const char* stored_scale_name(Layout l) {
   }
 }
 
+bool has_input_scale(const Checkpoint& c, const std::string& p) {
+  for (const auto& o : quantized_names(c.layout(), p).optional)
+    if (c.contains(o)) return true;
+  return false;
+}
+
 json linear_stats(const Checkpoint& c, const std::string& p) {
   const QuantizedWeight w = c.quantized(p);
   const std::int64_t kb = w.k / kBlockSize;
@@ -84,6 +92,7 @@ json linear_stats(const Checkpoint& c, const std::string& p) {
           {"blocks", blocks},
           {"zero_blocks", zero_blocks},
           {"zero_block_percent", blocks ? 100.0 * static_cast<double>(zero_blocks) / static_cast<double>(blocks) : 0.0},
+          {"input_scale", has_input_scale(c, p)},
           {"block_scale_histogram", h}};
 }
 
@@ -95,13 +104,18 @@ void run_inspect(const InspectArgs& a) {
     tensors.push_back({{"name", n}, {"dtype", r.dtype}, {"shape", r.shape}, {"bytes", r.nbytes}});
   }
   json linears = json::array();
-  for (const auto& p : c.quantized_prefixes()) linears.push_back(linear_stats(c, p));
+  std::size_t with_input_scale = 0;
+  for (const auto& p : c.quantized_prefixes()) {
+    linears.push_back(linear_stats(c, p));
+    with_input_scale += linears.back()["input_scale"].get<bool>();
+  }
 
   if (a.json_out) {
     const json j = {{"path", c.path()},
                     {"format", layout_name(c.layout())},
                     {"shards", c.shard_paths()},
                     {"total_bytes", c.total_bytes()},
+                    {"linears_with_input_scale", with_input_scale},
                     {"tensors", tensors},
                     {"quantized", linears}};
     std::cout << j.dump(2) << "\n";
@@ -111,7 +125,11 @@ void run_inspect(const InspectArgs& a) {
             << "format:     " << layout_name(c.layout()) << "\n"
             << "shards:     " << c.shard_paths().size() << "\n"
             << "tensors:    " << c.names().size() << " (" << c.total_bytes() << " bytes)\n"
-            << "quantized:  " << c.quantized_prefixes().size() << " linear(s)\n\n";
+            << "quantized:  " << c.quantized_prefixes().size() << " linear(s)\n";
+  if (with_input_scale)
+    std::cout << "activations: " << with_input_scale << " of " << c.quantized_prefixes().size()
+              << " linear(s) carry an input scale (a W4A4 export); nvfp4 runs W4A16 and does not use it\n";
+  std::cout << "\n";
   std::size_t w = 4;
   for (const auto& t : tensors) w = std::max(w, t["name"].get<std::string>().size());
   std::printf("%-*s  %-8s  %s\n", static_cast<int>(w), "name", "dtype", "shape");

@@ -330,6 +330,43 @@ TEST(Cli, FailuresExitNonZeroAndLeaveNothing) {
   EXPECT_EQ(test::read_bytes(d / "busy/x"), "x");
 }
 
+// A W4A4 export: inspect says its input scales are not used; dequantize drops them with the
+// rest of the linear's quantization tensors.
+TEST(Cli, InspectCountsInputScalesAndDequantizeDropsThem) {
+  TempDir d;
+  auto f32 = [](float f) {
+    std::vector<std::uint8_t> b(4);
+    std::memcpy(b.data(), &f, 4);
+    return b;
+  };
+  const std::vector<std::uint8_t> packed(16, 0x21), scales(2, 0x38), ts = f32(0.01f), in = f32(0.5f);
+  write_safetensors(d / "w4a4.safetensors",
+                    {{"a.weight", "U8", {2, 8}, packed.data(), packed.size()},
+                     {"a.weight_scale", "F8_E4M3", {2, 1}, scales.data(), scales.size()},
+                     {"a.weight_scale_2", "F32", {}, ts.data(), ts.size()},
+                     {"a.input_scale", "F32", {}, in.data(), in.size()},
+                     {"b.weight", "U8", {2, 8}, packed.data(), packed.size()},
+                     {"b.weight_scale", "F8_E4M3", {2, 1}, scales.data(), scales.size()},
+                     {"b.weight_scale_2", "F32", {}, ts.data(), ts.size()}});
+  const auto it = nvfp4("inspect " + d / "w4a4.safetensors", d);
+  ASSERT_EQ(it.rc, 0) << it.err;
+  EXPECT_NE(it.out.find("activations: 1 of 2 linear(s) carry an input scale"), std::string::npos) << it.out;
+  const auto ij = nvfp4("inspect --json " + d / "w4a4.safetensors", d);
+  ASSERT_EQ(ij.rc, 0) << ij.err;
+  const json j = json::parse(ij.out);
+  EXPECT_EQ(j["linears_with_input_scale"], 1);
+  EXPECT_EQ(j["quantized"][0]["input_scale"], true);
+  EXPECT_EQ(j["quantized"][1]["input_scale"], false);
+  const auto dq = nvfp4("dequantize " + d / "w4a4.safetensors" + " " + d / "dense.safetensors", d);
+  ASSERT_EQ(dq.rc, 0) << dq.err;
+  const Checkpoint dense(d / "dense.safetensors");
+  EXPECT_EQ(dense.names(), (std::vector<std::string>{"a.weight", "b.weight"}));
+  // A checkpoint without input scales prints no such line.
+  const auto plain = nvfp4("inspect " + d / "dense.safetensors", d);
+  ASSERT_EQ(plain.rc, 0) << plain.err;
+  EXPECT_EQ(plain.out.find("activations:"), std::string::npos) << plain.out;
+}
+
 TEST(CliPython, OfficialReaderAcceptsOutputsAndPythonInputs) {
   ASSERT_FALSE(cli().empty());
   TempDir d;

@@ -290,6 +290,35 @@ TEST(Checkpoint, RejectsInconsistentQuantizedLinears) {
         "affine biases", true);
 }
 
+// W4A4 exports (most nvidia/*-FP4 and llm-compressor NVFP4 checkpoints) carry an activation
+// scale per linear. It belongs to its linear (not a stray dense tensor), and the weight reads
+// the same with or without it.
+TEST(Checkpoint, W4A4InputScalesBelongToTheirLinear) {
+  TempDir d;
+  // modelopt: <p>.input_scale F32 []
+  auto mo = modelopt_linear("a");
+  auto b = modelopt_linear("b");
+  mo.insert(mo.end(), b.begin(), b.end());
+  mo.push_back({"a.input_scale", "F32", {}, f32_bytes(0.5f)});
+  write_raw(d / "mo.safetensors", mo);
+  const Checkpoint m(d / "mo.safetensors");
+  EXPECT_EQ(m.layout(), Layout::kModelopt);
+  EXPECT_EQ(m.quantized_prefixes(), (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(m.is_quantized_tensor("a.input_scale"));
+  EXPECT_EQ(m.quantized("a").packed, m.quantized("b").packed);
+  EXPECT_EQ(m.quantized("a").stored_scale, 0.01f);
+  // compressed-tensors: <p>.input_global_scale F32 [1]
+  const std::vector<T> ct = {{"a.weight_packed", "U8", {2, 8}, std::vector<std::uint8_t>(16, 0x21)},
+                             {"a.weight_scale", "F8_E4M3", {2, 1}, {0x38, 0x38}},
+                             {"a.weight_global_scale", "F32", {1}, f32_bytes(448.0f)},
+                             {"a.input_global_scale", "F32", {1}, f32_bytes(100.0f)}};
+  write_raw(d / "ct.safetensors", ct);
+  const Checkpoint c(d / "ct.safetensors");
+  EXPECT_EQ(c.layout(), Layout::kCompressedTensors);
+  EXPECT_TRUE(c.is_quantized_tensor("a.input_global_scale"));
+  EXPECT_EQ(c.quantized("a").stored_scale, 448.0f);
+}
+
 TEST(Checkpoint, FolderIndexValidation) {
   TempDir d;
   auto mk = [&](const std::string& name) {
