@@ -21,3 +21,11 @@ if ! python3 -c "import numpy, ml_dtypes, safetensors" 2>/dev/null; then
   python3 -m pip install -q numpy ml_dtypes safetensors 2>/dev/null ||
     python3 -m pip install -q --break-system-packages numpy ml_dtypes safetensors
 fi
+# MLX's CPU build (~30 MB) for the CTest check against MLX's own quantizer and loader
+# (tests/python/check_real_producers.py --mlx-only). Best effort: without it that test skips.
+if ! python3 -c "import mlx.core" 2>/dev/null; then
+  echo "install-deps: pip install mlx[cpu]==0.32.4" >&2
+  python3 -m pip install -q "mlx[cpu]==0.32.4" 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages "mlx[cpu]==0.32.4" 2>/dev/null ||
+    echo "install-deps: mlx[cpu] could not be installed; python.real_producers_mlx will skip" >&2
+fi

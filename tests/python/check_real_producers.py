@@ -224,7 +224,7 @@ def ulps_f32(a, b):
     return np.abs(key(a) - key(b))
 
 
-def check_consumers(cli, seeds):
+def check_consumers(cli, seeds, formats=("compressed-tensors", "modelopt", "mlx")):
     """The other direction: the producers' own loaders read nvfp4's checkpoints. A small Llama-shaped
     bf16 model (test_producer_exact.make_model) is quantized by `nvfp4 quantize` in each format; each
     library parses what it needs (compressed-tensors: the quantization_config through its pydantic
@@ -233,14 +233,15 @@ def check_consumers(cli, seeds):
     libraries fold the scales first, (s * tensor_scale) * e2m1, where nvfp4's oracle rounds once,
     fl(e2m1 * s * tensor_scale); so agreement is required to 1 ulp (fp32; bf16 for compressed-
     tensors, which returns bf16), and exact agreement where e2m1 is 0 or a power of two."""
-    import torch
+    if "mlx" not in formats or len(formats) > 1:
+        import torch
     rows = []
     for seed in seeds:
         with tempfile.TemporaryDirectory() as d:
             src = os.path.join(d, "in")
             os.mkdir(src)
             tpe.make_model(src, ml_dtypes.bfloat16, np.random.default_rng(seed))
-            for fmt in ("compressed-tensors", "modelopt", "mlx"):
+            for fmt in formats:
                 q, deq = os.path.join(d, fmt), os.path.join(d, fmt + "-deq")
                 subprocess.run([cli, "quantize", src, q, "--format", fmt], check=True, capture_output=True)
                 subprocess.run([cli, "dequantize", q, deq, "--dtype", "f32"], check=True, capture_output=True)
@@ -301,6 +302,8 @@ def main():
     ap.add_argument("--ct", action="append", default=[], help="an unpacked compressed-tensors wheel")
     ap.add_argument("--seeds", default="20261201,7,11")
     ap.add_argument("--json")
+    ap.add_argument("--mlx-only", action="store_true",
+                    help="only MLX (CTest runs this: mlx[cpu] is small, torch is not); exit 77 without mlx")
     ap.add_argument("--modelopt", action="append", default=[], help="an unpacked nvidia-modelopt wheel")
     ap.add_argument("--one-ct", help=argparse.SUPPRESS)
     ap.add_argument("--one-modelopt", help=argparse.SUPPRESS)
@@ -314,6 +317,18 @@ def main():
         print(json.dumps(check_modelopt(a.cli, seeds, a.one_modelopt)))
         return 0
     print(f"real-producer check: seeds={seeds} shape={SHAPE} cli={a.cli}")
+    if a.mlx_only:
+        try:
+            import mlx.core  # noqa: F401
+        except ImportError as e:
+            print(f"SKIP: mlx not installed ({e}); pip install 'mlx[cpu]'")
+            return 77
+        rows = check_mlx(a.cli, seeds) + check_consumers(a.cli, seeds, formats=("mlx",))
+        for r in rows:
+            print(r)
+        bad = [r for r in rows if not r["ok"]]
+        print(f"{len(rows) - len(bad)} of {len(rows)} checks passed")
+        return 1 if bad else 0
     rows = check_modelopt(a.cli, seeds)
     for d in a.modelopt:  # older releases, one per process
         p = subprocess.run([sys.executable, __file__, "--cli", a.cli, "--seeds", a.seeds, "--one-modelopt", d],
