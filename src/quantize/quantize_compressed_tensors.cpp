@@ -4,8 +4,9 @@
 //   G   = dtype(2688 / amax); Inf/NaN -> 1           weight_global_scale (quant direction), then fp32
 //   s_f = fl(G * dtype(block_amax / 6))              the block amax / 6 happens in the weight dtype
 //   s   = e4m3_rne(clamp(s_f, +-448)); s == 0 -> 0.125 (byte 0x20)
-//   eff = fl(float(s) / G)                           the scale parameter (weight dtype) / the fp32
-//                                                    global scale: an fp32 tensor
+//   eff = fl(float(s) / G)                           the scale parameter (FP8 in 0.10-0.12, the
+//                                                    weight dtype after; exact either way) over
+//                                                    the fp32 global scale: an fp32 tensor
 //   q   = e2m1_rne(fl(x / eff))                      fp32 quotient, rounded once
 //   sign = q < 0 (-0.0 -> 0x0; a negative q that rounds to 0 -> 0x8): torch.sign(-0.0) is 0 in
 //          cast_to_fp4, and the Triton kernels test x < 0
