@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # llm-compressor end to end against `nvfp4 quantize --format compressed-tensors`
-# (tests/python/check_llmcompressor_e2e.py): oneshot with the NVFP4A16 scheme on a tiny Llama
+# (tests/python/check_producer_e2e.py --producer llmcompressor): oneshot with the NVFP4A16 scheme on a tiny Llama
 # model, save_compressed, and every tensor compared with nvfp4's checkpoint of the same model.
 # Not in CI: llm-compressor pins its own torch (~5 GB with its CUDA libraries); it gets a venv of
 # its own in NVFP4_LLMC_CACHE (default ~/.cache/nvfp4-llmcompressor), reused by later runs.
@@ -18,6 +18,7 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD" --target nvfp4 >/dev/null
 status=0
 for seed in "${@:-20261201}"; do
-  "$PY" -W ignore tests/python/check_llmcompressor_e2e.py --cli "$BUILD/nvfp4" --seed "$seed" || status=1
+  "$PY" -W ignore tests/python/check_producer_e2e.py --producer llmcompressor --cli "$BUILD/nvfp4" --seed "$seed" ||
+    status=1
 done
 exit $status

@@ -10,7 +10,11 @@ constexpr const char* kModeloptScales = ".weight_scale";      // F8_E4M3 [N, K/1
 constexpr const char* kModeloptTensorScale = ".weight_scale_2";  // F32 [] = amax / 2688
 constexpr const char* kModeloptInputScale = ".input_scale";   // F32 [], W4A4 exports only
 constexpr const char* kModeloptProducer = "modelopt";
-constexpr const char* kModeloptQuantAlgo = "NVFP4";
+// The weight-only algorithm: what modelopt's own W4A16_NVFP4_CFG export writes (modelopt 0.47,
+// checked in scripts/check_producers.sh) and what vLLM routes to its W4A16 NVFP4 (Marlin) method.
+// "NVFP4" names the W4A4 algorithm, whose loaders expect an input_scale per linear; nvfp4 writes
+// none. Reading accepts either.
+constexpr const char* kModeloptQuantAlgo = "W4A16_NVFP4";
 constexpr const char* kModeloptQuantMethod = "modelopt";
 constexpr const char* kHfQuantConfigFile = "hf_quant_config.json";
 

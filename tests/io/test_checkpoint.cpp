@@ -115,12 +115,12 @@ TEST_P(LayoutRoundTrip, FileAndShardedFolder) {
     switch (r) {
       case Recipe::kModelopt: {
         EXPECT_EQ(qc["quant_method"], "modelopt");
-        EXPECT_EQ(qc["quant_algo"], "NVFP4");
+        EXPECT_EQ(qc["quant_algo"], "W4A16_NVFP4");
         EXPECT_EQ(qc["group_size"], 16);
         EXPECT_EQ(qc["exclude_modules"], json::array({"lm_head"}));
         const json hf = json::parse(test::read_bytes(out + "/hf_quant_config.json"));
         EXPECT_EQ(hf["producer"]["name"], "modelopt");
-        EXPECT_EQ(hf["quantization"]["quant_algo"], "NVFP4");
+        EXPECT_EQ(hf["quantization"]["quant_algo"], "W4A16_NVFP4");
         EXPECT_TRUE(hf["quantization"]["kv_cache_quant_algo"].is_null());
         EXPECT_EQ(hf["quantization"]["group_size"], 16);
         EXPECT_EQ(hf["quantization"]["exclude_modules"], json::array({"lm_head"}));
