@@ -4,7 +4,8 @@
 # compressed-tensors release from 0.10.2 to the newest (their CPU path, and for 0.20 on the
 # Triton path under Triton's interpreter), and MLX's CPU build; then those libraries load
 # nvfp4's checkpoints; last, modelopt's own quantize + export_hf_checkpoint of a tiny Llama model
-# against nvfp4's checkpoint of it (tests/python/check_producer_e2e.py --producer modelopt).
+# against nvfp4's checkpoint of it, and mlx-lm loading and running nvfp4's MLX checkpoint of it
+# (tests/python/check_producer_e2e.py --producer modelopt / mlx-lm).
 # Not in CI: torch from PyPI brings ~5 GB of CUDA libraries. Everything goes into a cache
 # folder (NVFP4_PRODUCERS_CACHE, default ~/.cache/nvfp4-producers), reused by later runs.
 # Usage: scripts/check_producers.sh [JSON_OUT]   (builds nvfp4 first; exit 0 = every check passed)
@@ -22,7 +23,7 @@ PY="$CACHE/venv/bin/python"
 # The newest compressed-tensors is installed with its dependencies (torch, triton, loguru, ...);
 # the older releases are unpacked wheels put on sys.path one at a time.
 "$PY" -m pip install -q torch "nvidia-modelopt==${MO_VERSIONS[-1]}" "compressed-tensors==${CT_VERSIONS[-1]}" \
-  "mlx[cpu]" transformers numpy ml_dtypes safetensors requests frozendict torchprofile
+  "mlx[cpu]" mlx-lm transformers numpy ml_dtypes safetensors requests frozendict torchprofile
 args=()
 for v in "${CT_VERSIONS[@]}"; do
   if [ ! -d "$CACHE/ct/$v" ]; then
@@ -46,8 +47,10 @@ OUT=${1:-}
 status=0
 "$PY" -W ignore tests/python/check_real_producers.py --cli "$BUILD/nvfp4" "${args[@]}" ${OUT:+--json "$OUT"} ||
   status=$?
-for seed in 20261201 7 11; do
-  "$PY" -W ignore tests/python/check_producer_e2e.py --producer modelopt --cli "$BUILD/nvfp4" --seed "$seed" ||
-    status=1
+for producer in modelopt mlx-lm; do
+  for seed in 20261201 7 11; do
+    "$PY" -W ignore tests/python/check_producer_e2e.py --producer $producer --cli "$BUILD/nvfp4" --seed "$seed" ||
+      status=1
+  done
 done
 exit $status

@@ -39,7 +39,9 @@ struct QuantizeArgs {
   std::vector<std::string> excludes;
   bool legacy = false;
   bool no_default_excludes = false;
-  bool mlx_no_global_scale = false;
+  // mlx-lm's layout by default: mlx-lm 0.32's QuantizedLinear has no global scale and refuses a
+  // checkpoint that carries one ("parameters not in model"; scripts/check_producers.sh).
+  bool mlx_global_scale = false;
 };
 
 bool ends_with(const std::string& s, const std::string& suf) {
@@ -64,8 +66,8 @@ void run_quantize(const QuantizeArgs& a) {
   const Recipe recipe = recipe_from_name(a.format);
   if (a.legacy && recipe != Recipe::kModelopt)
     fail(kOp, "--legacy-modelopt applies to --format modelopt only (got --format " + a.format + ")");
-  if (a.mlx_no_global_scale && recipe != Recipe::kMlx)
-    fail(kOp, "--mlx-no-global-scale applies to --format mlx only (got --format " + a.format + ")");
+  if (a.mlx_global_scale && recipe != Recipe::kMlx)
+    fail(kOp, "--mlx-global-scale applies to --format mlx only (got --format " + a.format + ")");
   const std::uint64_t shard = parse_byte_size(a.shard_size);
   std::vector<std::regex> user;
   for (const auto& r : a.excludes) {
@@ -124,7 +126,7 @@ void run_quantize(const QuantizeArgs& a) {
   QuantizeOptions qo;
   qo.recipe = recipe;
   qo.modelopt_legacy = a.legacy;
-  qo.mlx_global_scale = !a.mlx_no_global_scale;
+  qo.mlx_global_scale = a.mlx_global_scale;
   for (const auto& [key, names] : groups) {
     std::vector<Tensor> dense;
     std::vector<const Tensor*> ptrs;
@@ -167,8 +169,10 @@ void add_quantize_command(CLI::App& app) {
                 "quantize embeddings/norms/lm_head too when they are 2-D '*.weight'");
   sub->add_flag("--legacy-modelopt", args->legacy,
                 "modelopt releases up to 0.44, before the 2^-9 block-scale clamp (tiny blocks may get scale 0)");
-  sub->add_flag("--mlx-no-global-scale", args->mlx_no_global_scale,
-                "mlx: no global scale, as mlx-lm's QuantizedLinear writes (block scales = block_amax/6)");
+  sub->add_flag("--mlx-global-scale,!--mlx-no-global-scale", args->mlx_global_scale,
+                "mlx: quantize with global_scale = amax, as mx.quantize(..., global_scale=) does (finer block "
+                "scales for small weights; mx.dequantize / mx.quantized_matmul take it, mlx-lm 0.32 does not load "
+                "it). Default: none, mlx-lm's layout (block scales = block_amax/6)");
   sub->add_option("--shard-size", args->shard_size, "largest shard of a folder output (default 5GB; e.g. 500MB, 2GiB)");
   sub->callback([args] { run_quantize(*args); });
 }

@@ -129,6 +129,7 @@ TEST_P(CliQuantize, MatchesLibraryAndRoundTrips) {
   // Bit-exact against the library, with the producer's scale sharing.
   QuantizeOptions qo;
   qo.recipe = r;
+  qo.mlx_global_scale = false;  // the CLI writes mlx-lm's layout unless --mlx-global-scale
   for (int l = 0; l < 2; ++l) {
     for (const auto& g : kGroups) {
       std::vector<const Tensor*> ws;
@@ -406,7 +407,8 @@ if fmt == "modelopt":
 elif fmt == "compressed-tensors":
     exp = {p + ".weight_packed": ("U8", [32, 16]), p + ".weight_scale": ("F8_E4M3", [32, 2]), p + ".weight_global_scale": ("F32", [1])}
 else:
-    exp = {p + ".weight": ("U32", [32, 4]), p + ".scales": ("U8", [32, 2]), p + ".global_scale": ("F32", [])}
+    exp = {p + ".weight": ("U32", [32, 4]), p + ".scales": ("U8", [32, 2])}  # mlx-lm's layout: no global_scale
+    assert p + ".global_scale" not in meta
 for k, v in exp.items():
     assert meta[k] == v, (k, meta.get(k), v)
 assert meta["model.embed_tokens.weight"] == ("F16", [32, 32])

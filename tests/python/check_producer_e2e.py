@@ -10,7 +10,10 @@ all-zero and -0.0 blocks, tiny and huge values in one block) is saved with trans
     save_compressed=True); against `nvfp4 quantize --format compressed-tensors`;
   * --producer modelopt: mtq.quantize with W4A16_NVFP4_CFG (a forward pass calibrates nothing
     that weight-only export uses) and export_hf_checkpoint; against `nvfp4 quantize --format
-    modelopt`.
+    modelopt`;
+  * --producer mlx-lm: the consumer side only (MLX's own quantizer runs on the CPU build in
+    check_real_producers.py): mlx-lm loads `nvfp4 quantize --format mlx` and its logits must
+    match the dense model `nvfp4 dequantize` makes of it.
 The same saved model goes through nvfp4. Every tensor of the two checkpoints (names, dtypes,
 shapes, bytes) must be identical -- including the q/k/v and gate/up tensor scales the producers
 fuse -- and the quantization configs must name the same scheme. Prints the seed; exit 0 when
@@ -116,17 +119,55 @@ def run_modelopt(cli, seed, d):
     return bad
 
 
+def run_mlx_lm(cli, seed, d):
+    """mlx-lm (the MLX consumer) loads `nvfp4 quantize --format mlx` and runs it. Its logits are
+    compared with mlx-lm's on the dense model `nvfp4 dequantize` makes of the same checkpoint, run
+    in fp32: a misread layout or scale gives errors of order 1, while bf16 arithmetic on these
+    adversarial weights gives a few percent (the dense bf16 model's error is printed beside it)."""
+    import pathlib
+    import mlx.core as mx
+    import mlx_lm
+    from mlx_lm.utils import load_model
+    print(f"mlx-lm e2e: mlx-lm {mlx_lm.__version__}, mlx {mx.__version__}, seed={seed}, cli={cli}")
+    src, q = os.path.join(d, "src"), os.path.join(d, "mlx")
+    tiny_llama(src, seed)
+    subprocess.run([cli, "quantize", src, q, "--format", "mlx"], check=True)
+    for dt in ("bf16", "f32"):
+        subprocess.run([cli, "dequantize", q, q + "-" + dt, "--dtype", dt], check=True)
+    ids = mx.array(np.random.default_rng(seed).integers(0, 128, (1, 12)))
+    logits = {}
+    for k in ("", "-bf16", "-f32"):
+        try:
+            m, _ = load_model(pathlib.Path(q + k))
+        except Exception as e:  # noqa: BLE001 -- the message is the finding
+            return [f"mlx-lm could not load {'nvfp4' if not k else 'the dequantized'} checkpoint: "
+                    f"{type(e).__name__}: {str(e)[:300]}"]
+        if k == "-f32":
+            m.set_dtype(mx.float32)
+        logits[k] = np.array(m(ids).astype(mx.float32))
+    ref = logits["-f32"]
+    scale = max(float(np.abs(ref).max()), 1e-30)
+    err_q = float(np.abs(logits[""] - ref).max()) / scale
+    err_bf = float(np.abs(logits["-bf16"] - ref).max()) / scale
+    print(f"logits {list(ref.shape)}, max error / max |logit| against fp32: nvfp4 checkpoint {err_q:.2e}, "
+          f"dense bf16 {err_bf:.2e}")
+    if not np.all(np.isfinite(logits[""])) or err_q > 0.1:
+        return [f"logits of nvfp4's checkpoint are off: {err_q:.2e}"]
+    return []
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", default=os.environ.get("NVFP4_CLI", "nvfp4"))
-    ap.add_argument("--producer", choices=("llmcompressor", "modelopt"), required=True)
+    ap.add_argument("--producer", choices=("llmcompressor", "modelopt", "mlx-lm"), required=True)
     ap.add_argument("--seed", type=int, default=20261201)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
-        bad = (run_llmcompressor if a.producer == "llmcompressor" else run_modelopt)(a.cli, a.seed, d)
+        run = {"llmcompressor": run_llmcompressor, "modelopt": run_modelopt, "mlx-lm": run_mlx_lm}[a.producer]
+        bad = run(a.cli, a.seed, d)
     for b in bad:
         print("MISMATCH", b)
-    print("identical" if not bad else f"{len(bad)} differences")
+    print(("identical" if a.producer != "mlx-lm" else "passed") if not bad else f"{len(bad)} differences")
     return 1 if bad else 0
 
 

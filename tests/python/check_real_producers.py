@@ -180,39 +180,46 @@ def check_mlx(cli, seeds):
     import mlx.core as mx
     rows = []
     mdt = {"bfloat16": mx.bfloat16, "float16": mx.float16, "float32": mx.float32}
-    for dt in DTYPES:
-        for seed in seeds:
-            w = weights(dt, seed)
-            x = w.astype(np.float32)
-            amax = np.float32(np.abs(x).max())
-            q, s = mx.quantize(mx.array(x).astype(mdt[dt]), mode="nvfp4", global_scale=mx.array(amax))
-            q, s = np.array(q).view(np.uint8), np.array(s)
-            ours = nvfp4_quantize(cli, w, "mlx")
-            op, osc = ours["weight"].view(np.uint8).reshape(q.shape), ours["scales"].reshape(s.shape)
-            codes = lambda p: np.stack([p & 15, p >> 4], -1).reshape(p.shape[0], -1)
-            cm, co = codes(q), codes(op)
-            # our quotient, as the Metal kernel computes it: x * (enc / float(s))
-            sv = osc.view(ml_dtypes.float8_e4m3fn).astype(np.float32)
-            enc = np.float32(2688.0) / amax
-            with np.errstate(divide="ignore"):
-                enc_b = np.where(sv == 0, np.float32(0), enc / sv).astype(np.float32)
-            y = (x * np.repeat(enc_b, 16, axis=1)).astype(DTYPES[dt]).astype(np.float32)  # in the weight dtype
-            sdiff = s != osc
-            # the fallback's scale: block_amax / 6 rounded to the weight dtype, then * enc in fp32
-            bamax = np.abs(x).reshape(s.shape[0], s.shape[1], 16).max(-1)
-            s_dt = ((bamax / np.float32(6)).astype(DTYPES[dt]).astype(np.float32) * enc).astype(ml_dtypes.float8_e4m3fn)
-            scale_rule_ok = same(s_dt.view(np.uint8), s)
-            in_sdiff = np.repeat(sdiff, 16, axis=1)
-            diff = (cm != co) & ~in_sdiff
-            tie = np.isin(np.abs(y), np.array([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0], np.float32))
-            neg_zero = ((cm & 7) == 0) & ((co & 7) == 0)
-            unexplained = int((diff & ~tie & ~neg_zero).sum())
-            rows.append({"producer": "mlx (CPU build)", "version": mx.__version__, "path": "cpu", "dtype": dt,
-                         "seed": seed, "scale_bytes_differing": int(sdiff.sum()), "scales_follow_the_dtype_rule": scale_rule_ok,
-                         "code_diffs_ties": int((diff & tie).sum()),
-                         "code_diffs_negative_zero": int((diff & neg_zero & ~tie).sum()),
-                         "code_diffs_unexplained": unexplained,
-                         "ok": scale_rule_ok and unexplained == 0 and same(ours["global_scale"].reshape(()), amax)})
+    for gs in (False, True):  # nvfp4's default (mlx-lm's layout, no global scale), --mlx-global-scale
+        for dt in DTYPES:
+            for seed in seeds:
+                w = weights(dt, seed)
+                x = w.astype(np.float32)
+                amax = np.float32(np.abs(x).max())
+                if gs:
+                    q, s = mx.quantize(mx.array(x).astype(mdt[dt]), mode="nvfp4", global_scale=mx.array(amax))
+                else:
+                    q, s = mx.quantize(mx.array(x).astype(mdt[dt]), mode="nvfp4")
+                q, s = np.array(q).view(np.uint8), np.array(s)
+                ours = nvfp4_quantize(cli, w, "mlx", ("--mlx-global-scale",) if gs else ())
+                op, osc = ours["weight"].view(np.uint8).reshape(q.shape), ours["scales"].reshape(s.shape)
+                codes = lambda p: np.stack([p & 15, p >> 4], -1).reshape(p.shape[0], -1)
+                cm, co = codes(q), codes(op)
+                # our quotient, as the Metal kernel computes it: x * (enc / float(s))
+                sv = osc.view(ml_dtypes.float8_e4m3fn).astype(np.float32)
+                enc = np.float32(2688.0) / amax if gs else np.float32(1.0)
+                with np.errstate(divide="ignore"):
+                    enc_b = np.where(sv == 0, np.float32(0), enc / sv).astype(np.float32)
+                y = (x * np.repeat(enc_b, 16, axis=1)).astype(DTYPES[dt]).astype(np.float32)  # in the weight dtype
+                sdiff = s != osc
+                # the fallback's scale: block_amax / 6 rounded to the weight dtype, then * enc in fp32
+                bamax = np.abs(x).reshape(s.shape[0], s.shape[1], 16).max(-1)
+                s_dt = ((bamax / np.float32(6)).astype(DTYPES[dt]).astype(np.float32) * enc).astype(ml_dtypes.float8_e4m3fn)
+                scale_rule_ok = same(s_dt.view(np.uint8), s)
+                in_sdiff = np.repeat(sdiff, 16, axis=1)
+                diff = (cm != co) & ~in_sdiff
+                tie = np.isin(np.abs(y), np.array([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0], np.float32))
+                neg_zero = ((cm & 7) == 0) & ((co & 7) == 0)
+                unexplained = int((diff & ~tie & ~neg_zero).sum())
+                tensor_scale_ok = (same(ours["global_scale"].reshape(()), amax) if gs else "global_scale" not in ours)
+                rows.append({"producer": "mlx (CPU build)", "version": mx.__version__,
+                             "path": "cpu, global_scale=amax" if gs else "cpu, no global scale", "dtype": dt,
+                             "seed": seed, "scale_bytes_differing": int(sdiff.sum()),
+                             "scales_follow_the_dtype_rule": scale_rule_ok,
+                             "code_diffs_ties": int((diff & tie).sum()),
+                             "code_diffs_negative_zero": int((diff & neg_zero & ~tie).sum()),
+                             "code_diffs_unexplained": unexplained,
+                             "ok": scale_rule_ok and unexplained == 0 and tensor_scale_ok})
     return rows
 
 
@@ -279,7 +286,7 @@ def check_consumers(cli, seeds, formats=("compressed-tensors", "modelopt", "mlx"
                         import mlx.core as mx
                         arrs = mx.load(os.path.join(q, "model.safetensors"))
                         got = np.array(mx.dequantize(arrs[prefix + ".weight"], arrs[prefix + ".scales"], mode="nvfp4",
-                                                     global_scale=arrs[prefix + ".global_scale"], dtype=mx.float32))
+                                                     global_scale=arrs.get(prefix + ".global_scale"), dtype=mx.float32))
                         u = ulps_f32(got, want)
                         codes_p = packed[prefix + ".weight"].view(np.uint8)
                     c = np.stack([codes_p & 7, (codes_p >> 4) & 7], -1).reshape(want.shape)

@@ -124,7 +124,7 @@ class ProducerExact(unittest.TestCase):
             os.mkdir(src)
             t = make_model(src, dtype, rng)
             self.run_cli("quantize", src, dst, "--format", fmt, *extra)
-            no_gs = "--mlx-no-global-scale" in extra
+            no_gs = "--mlx-global-scale" not in extra  # mlx-lm's layout is the CLI default
             out = st_read_dir(dst)
             for name, w in t.items():
                 prefix = name[: -len(".weight")]
@@ -193,7 +193,7 @@ class ProducerExact(unittest.TestCase):
         for dt in (ml_dtypes.bfloat16, np.float16, np.float32):
             with self.subTest(dtype=np.dtype(dt).name):
                 self.check(dt, "mlx")
-                self.check(dt, "mlx", ("--mlx-no-global-scale",))
+                self.check(dt, "mlx", ("--mlx-global-scale",))
 
 
 if __name__ == "__main__":
