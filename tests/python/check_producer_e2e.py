@@ -11,6 +11,9 @@ all-zero and -0.0 blocks, tiny and huge values in one block) is saved with trans
   * --producer modelopt: mtq.quantize with W4A16_NVFP4_CFG (a forward pass calibrates nothing
     that weight-only export uses) and export_hf_checkpoint; against `nvfp4 quantize --format
     modelopt`;
+  * --producer transformers: the consumer side only: transformers with compressed-tensors loads
+    `nvfp4 quantize --format compressed-tensors` and its bf16 logits must equal those of the
+    dense model `nvfp4 dequantize` makes of it;
   * --producer mlx-lm: the consumer side only (MLX's own quantizer runs on the CPU build in
     check_real_producers.py): mlx-lm loads `nvfp4 quantize --format mlx` and its logits must
     match the dense model `nvfp4 dequantize` makes of it.
@@ -156,18 +159,47 @@ def run_mlx_lm(cli, seed, d):
     return []
 
 
+def run_transformers(cli, seed, d):
+    """Hugging Face transformers (with compressed-tensors installed) loads `nvfp4 quantize --format
+    compressed-tensors` and runs it in bf16: it decompresses each linear to bf16 with
+    compressed-tensors' own code, which rounds (s / G) * e2m1 exactly as nvfp4's oracle rounds
+    e2m1 * s * (1/G) to bf16 here, so its logits must equal, bit for bit, those of the dense bf16
+    model that `nvfp4 dequantize` makes of the same checkpoint."""
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM
+    print(f"transformers e2e: transformers {transformers.__version__}, seed={seed}, cli={cli}")
+    src, q, deq = (os.path.join(d, x) for x in ("src", "ct", "ct-bf16"))
+    tiny_llama(src, seed)
+    subprocess.run([cli, "quantize", src, q, "--format", "compressed-tensors"], check=True)
+    subprocess.run([cli, "dequantize", q, deq, "--dtype", "bf16"], check=True)
+    ids = torch.tensor(np.random.default_rng(seed).integers(0, 128, (1, 12)))
+    try:
+        mq = AutoModelForCausalLM.from_pretrained(q, dtype=torch.bfloat16)
+        md = AutoModelForCausalLM.from_pretrained(deq, dtype=torch.bfloat16)
+    except Exception as e:  # noqa: BLE001 -- the message is the finding
+        return [f"transformers could not load: {type(e).__name__}: {str(e)[:300]}"]
+    with torch.no_grad():
+        yq, yd = mq(ids).logits.float(), md(ids).logits.float()
+    n = int((yq != yd).sum())
+    print(f"logits {list(yq.shape)}: {n} differ from the dense bf16 model's")
+    return [f"{n} logits differ"] if n else []
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", default=os.environ.get("NVFP4_CLI", "nvfp4"))
-    ap.add_argument("--producer", choices=("llmcompressor", "modelopt", "mlx-lm"), required=True)
+    ap.add_argument("--producer", choices=("llmcompressor", "modelopt", "mlx-lm", "transformers"), required=True)
     ap.add_argument("--seed", type=int, default=20261201)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
-        run = {"llmcompressor": run_llmcompressor, "modelopt": run_modelopt, "mlx-lm": run_mlx_lm}[a.producer]
+        run = {"llmcompressor": run_llmcompressor, "modelopt": run_modelopt, "mlx-lm": run_mlx_lm,
+               "transformers": run_transformers}[a.producer]
         bad = run(a.cli, a.seed, d)
     for b in bad:
         print("MISMATCH", b)
-    print(("identical" if a.producer != "mlx-lm" else "passed") if not bad else f"{len(bad)} differences")
+    print(("identical" if a.producer in ("llmcompressor", "modelopt") else "passed") if not bad
+          else f"{len(bad)} differences")
     return 1 if bad else 0
 
 
