@@ -104,10 +104,11 @@ void run_inspect(const InspectArgs& a) {
     tensors.push_back({{"name", n}, {"dtype", r.dtype}, {"shape", r.shape}, {"bytes", r.nbytes}});
   }
   json linears = json::array();
-  std::size_t with_input_scale = 0;
+  std::size_t with_input_scale = 0, mlx_global_scales = 0;
   for (const auto& p : c.quantized_prefixes()) {
     linears.push_back(linear_stats(c, p));
     with_input_scale += linears.back()["input_scale"].get<bool>();
+    if (c.layout() == Layout::kMlx) mlx_global_scales += c.contains(quantized_names(c.layout(), p).tensor_scale);
   }
 
   if (a.json_out) {
@@ -129,6 +130,10 @@ void run_inspect(const InspectArgs& a) {
   if (with_input_scale)
     std::cout << "activations: " << with_input_scale << " of " << c.quantized_prefixes().size()
               << " linear(s) carry an input scale (a W4A4 export); nvfp4 runs W4A16 and does not use it\n";
+  // mlx-lm 0.32's QuantizedLinear has no global scale and refuses such tensors (docs/format.md).
+  if (mlx_global_scales)
+    std::cout << "note:       " << mlx_global_scales << " linear(s) carry an MLX global_scale: mx.dequantize / "
+              << "mx.quantized_matmul take it, mlx-lm 0.32 does not load it\n";
   std::cout << "\n";
   std::size_t w = 4;
   for (const auto& t : tensors) w = std::max(w, t["name"].get<std::string>().size());

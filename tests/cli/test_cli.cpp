@@ -332,8 +332,9 @@ TEST(Cli, FailuresExitNonZeroAndLeaveNothing) {
 }
 
 // A W4A4 export: inspect says its input scales are not used; dequantize drops them with the
-// rest of the linear's quantization tensors.
-TEST(Cli, InspectCountsInputScalesAndDequantizeDropsThem) {
+// rest of the linear's quantization tensors. And an MLX checkpoint with global scales: inspect says
+// mlx-lm will not load it.
+TEST(Cli, InspectNotesInputScalesAndMlxGlobalScales) {
   TempDir d;
   auto f32 = [](float f) {
     std::vector<std::uint8_t> b(4);
@@ -366,6 +367,19 @@ TEST(Cli, InspectCountsInputScalesAndDequantizeDropsThem) {
   const auto plain = nvfp4("inspect " + d / "dense.safetensors", d);
   ASSERT_EQ(plain.rc, 0) << plain.err;
   EXPECT_EQ(plain.out.find("activations:"), std::string::npos) << plain.out;
+  // MLX: a global_scale (--mlx-global-scale) is pointed out, mlx-lm's layout is not.
+  const auto qm = nvfp4("quantize " + d / "dense.safetensors " + d / "gs.safetensors --format mlx --mlx-global-scale "
+                        "--no-default-excludes", d);
+  ASSERT_EQ(qm.rc, 0) << qm.err;
+  const auto gs = nvfp4("inspect " + d / "gs.safetensors", d);
+  ASSERT_EQ(gs.rc, 0) << gs.err;
+  EXPECT_NE(gs.out.find("2 linear(s) carry an MLX global_scale"), std::string::npos) << gs.out;
+  const auto qn = nvfp4("quantize " + d / "dense.safetensors " + d / "nogs.safetensors --format mlx", d);
+  ASSERT_EQ(qn.rc, 0) << qn.err;
+  const auto ng = nvfp4("inspect " + d / "nogs.safetensors", d);
+  ASSERT_EQ(ng.rc, 0) << ng.err;
+  EXPECT_EQ(ng.out.find("global_scale:"), std::string::npos) << ng.out;
+  EXPECT_EQ(ng.out.find("carry an MLX global_scale"), std::string::npos) << ng.out;
 }
 
 TEST(CliPython, OfficialReaderAcceptsOutputsAndPythonInputs) {
