@@ -13,7 +13,10 @@
 //                       config.json "quantization" + "quantization_config"
 //
 // The layout is detected from the tensor names (each layout's marker tensors); a checkpoint
-// mixing layouts, or whose config.json names a different quant_method, is rejected. Every
+// mixing layouts, or whose config.json names a different quant_method, is rejected. A modelopt
+// mixed-precision export may also hold FP8 linears (<p>.weight F8_E4M3 [N, K], <p>.weight_scale
+// F32 per tensor or per row, optional <p>.input_scale): they are read as FP8 linears (fp8_prefixes,
+// fp8_dense), not as NVFP4. Every
 // quantized linear is validated on read (shapes, dtypes, NaN scale bytes, tensor scale).
 //
 // CheckpointWriter writes a single .safetensors file (OUT ends in ".safetensors") or a folder
@@ -81,8 +84,13 @@ class Checkpoint {
   // Quantized linears of the detected layout, sorted; empty for kDense.
   const std::vector<std::string>& quantized_prefixes() const;
   // True when `name` is one of the tensors of a quantized linear (packed, scales, tensor
-  // scale or an optional input scale).
+  // scale or an optional input scale), NVFP4 or FP8.
   bool is_quantized_tensor(const std::string& name) const;
+  // FP8 linears of a mixed-precision modelopt export, sorted (empty otherwise).
+  const std::vector<std::string>& fp8_prefixes() const;
+  // One FP8 linear as dense F32 [N, K]: float(e4m3 weight) * weight_scale (per tensor or per row,
+  // modelopt's dequant direction).
+  Tensor fp8_dense(const std::string& prefix) const;
   // The canonical weight of one quantized linear, fully validated; the stored tensor scale is
   // kept bit-exact with its convention (modelopt kDequant, CT kQuant, mlx kAmax or kNone).
   QuantizedWeight quantized(const std::string& prefix) const;

@@ -117,6 +117,7 @@ void run_inspect(const InspectArgs& a) {
                     {"shards", c.shard_paths()},
                     {"total_bytes", c.total_bytes()},
                     {"linears_with_input_scale", with_input_scale},
+                    {"fp8_linears", c.fp8_prefixes()},
                     {"tensors", tensors},
                     {"quantized", linears}};
     std::cout << j.dump(2) << "\n";
@@ -130,6 +131,9 @@ void run_inspect(const InspectArgs& a) {
   if (with_input_scale)
     std::cout << "activations: " << with_input_scale << " of " << c.quantized_prefixes().size()
               << " linear(s) carry an input scale (a W4A4 export); nvfp4 runs W4A16 and does not use it\n";
+  if (!c.fp8_prefixes().empty())
+    std::cout << "fp8:        " << c.fp8_prefixes().size()
+              << " linear(s) in FP8 E4M3 (a mixed-precision modelopt export); dequantize densifies them\n";
   // mlx-lm 0.32's QuantizedLinear has no global scale and refuses such tensors (docs/format.md).
   if (mlx_global_scales)
     std::cout << "note:       " << mlx_global_scales << " linear(s) carry an MLX global_scale: mx.dequantize / "

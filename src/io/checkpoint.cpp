@@ -111,6 +111,7 @@ struct Checkpoint::Impl {
   std::vector<std::string> names;
   Layout layout = Layout::kDense;
   std::vector<std::string> prefixes;
+  std::vector<std::string> fp8_prefixes;  // FP8 linears of a mixed-precision modelopt export
   std::set<std::string> quantized_tensors;
   std::string config_text;
 
@@ -273,12 +274,32 @@ void Checkpoint::Impl::detect_layout() {
     if (layout == Layout::kMlx && where.count(p + ".biases"))
       fail(kOp, err("'" + p + "' has MLX affine biases ('" + p + ".biases'): not an nvfp4 weight"));
   }
-  // A scale tensor without its linear is a truncated or foreign checkpoint.
+  // A scale tensor without its linear is a truncated or foreign checkpoint -- or, in a modelopt
+  // mixed-precision export (hf_quant_config MIXED_PRECISION: NVFP4 MLPs, FP8 attention), an FP8
+  // linear: <p>.weight F8_E4M3 [N, K] with an F32 scale per tensor or per row.
   if (layout == Layout::kModelopt)
-    for (const auto& n : names)
-      if (ends_with(n, L::kModeloptScales) && !quantized_tensors.count(n))
+    for (const auto& n : names) {
+      if (!ends_with(n, L::kModeloptScales) || quantized_tensors.count(n)) continue;
+      const std::string p = n.substr(0, n.size() - std::strlen(L::kModeloptScales));
+      const auto w = where.find(p + L::kModeloptPacked);
+      bool fp8 = false;
+      if (w != where.end()) {
+        const SafetensorsEntry& we = entry(p + L::kModeloptPacked);
+        const SafetensorsEntry& se = entry(n);
+        std::int64_t sn = 1;
+        for (auto d : se.shape) sn *= d;
+        fp8 = we.dtype == "F8_E4M3" && we.shape.size() == 2 && se.dtype == "F32" &&
+              (sn == 1 || sn == we.shape[0]);
+      }
+      if (!fp8)
         fail(kOp, err("'" + n + "' has no matching '" + L::kModeloptTensorScale +
-                      "' (FP8 or a truncated modelopt checkpoint?)"));
+                      "' and is not an FP8 linear's scale (F8_E4M3 weight, F32 scale per tensor or row): "
+                      "a truncated or foreign checkpoint?"));
+      fp8_prefixes.push_back(p);
+      for (const std::string& t : {p + L::kModeloptPacked, n, p + L::kModeloptInputScale})
+        if (where.count(t)) quantized_tensors.insert(t);
+    }
+  std::sort(fp8_prefixes.begin(), fp8_prefixes.end());
   if (layout == Layout::kCompressedTensors)
     for (const auto& n : names)
       if (ends_with(n, L::kCtTensorScale) && !quantized_tensors.count(n))
@@ -311,6 +332,36 @@ const std::vector<std::string>& Checkpoint::names() const { return impl_->names;
 bool Checkpoint::contains(const std::string& n) const { return impl_->where.count(n) != 0; }
 const std::vector<std::string>& Checkpoint::quantized_prefixes() const { return impl_->prefixes; }
 bool Checkpoint::is_quantized_tensor(const std::string& n) const { return impl_->quantized_tensors.count(n) != 0; }
+const std::vector<std::string>& Checkpoint::fp8_prefixes() const { return impl_->fp8_prefixes; }
+
+Tensor Checkpoint::fp8_dense(const std::string& p) const {
+  const Impl& m = *impl_;
+  if (!std::binary_search(m.fp8_prefixes.begin(), m.fp8_prefixes.end(), p))
+    fail(kOp, m.err("no FP8 linear '" + p + "'"));
+  const RawTensor w = raw(p + L::kModeloptPacked), s = raw(p + L::kModeloptScales);
+  const std::int64_t n = w.shape[0], k = w.shape[1];
+  if (w.nbytes != static_cast<std::uint64_t>(n * k))
+    fail(kOp, m.err("FP8 linear '" + p + "': weight bytes do not match its shape"));
+  const std::size_t ns = static_cast<std::size_t>(s.nbytes / 4);
+  std::vector<float> scale(ns);
+  std::memcpy(scale.data(), s.data, ns * 4);
+  for (float v : scale)
+    if (!std::isfinite(v) || v < 0.0f)
+      fail(kOp, m.err("FP8 linear '" + p + "': weight_scale " + std::to_string(v) +
+                      " must be finite and non-negative"));
+  Tensor t(DType::kF32, {n, k});
+  for (std::int64_t r = 0; r < n; ++r) {
+    const float sr = scale[ns == 1 ? 0 : static_cast<std::size_t>(r)];
+    for (std::int64_t c = 0; c < k; ++c) {
+      const std::uint8_t b = w.data[r * k + c];
+      if (e4m3_is_nan(b))
+        fail(kOp, m.err("FP8 linear '" + p + "': weight [" + std::to_string(r) + ", " + std::to_string(c) +
+                        "] is NaN (byte 0x" + (b == 0x7F ? std::string("7F") : std::string("FF")) + ")"));
+      t.set(r * k + c, e4m3_to_float(b) * sr);
+    }
+  }
+  return t;
+}
 const std::string& Checkpoint::config_json() const { return impl_->config_text; }
 std::string Checkpoint::folder() const { return impl_->folder ? impl_->path : std::string(); }
 

@@ -382,6 +382,40 @@ TEST(Cli, InspectNotesInputScalesAndMlxGlobalScales) {
   EXPECT_EQ(ng.out.find("carry an MLX global_scale"), std::string::npos) << ng.out;
 }
 
+// A modelopt mixed-precision export (NVFP4 and FP8 linears): inspect counts the FP8 linears, and
+// dequantize densifies both kinds, leaving no quantization tensor behind.
+TEST(Cli, MixedPrecisionModeloptDequantizesFp8Too) {
+  TempDir d;
+  auto f32 = [](float f) {
+    std::vector<std::uint8_t> b(4);
+    std::memcpy(b.data(), &f, 4);
+    return b;
+  };
+  const std::vector<std::uint8_t> packed(16, 0x21), scales(2, 0x38), ts = f32(0.01f), w8 = {0x38, 0xB8, 0x40, 0x00},
+                                  s8 = f32(0.5f), in = f32(0.1f);
+  write_safetensors(d / "mixed.safetensors",
+                    {{"a.weight", "U8", {2, 8}, packed.data(), packed.size()},
+                     {"a.weight_scale", "F8_E4M3", {2, 1}, scales.data(), scales.size()},
+                     {"a.weight_scale_2", "F32", {}, ts.data(), ts.size()},
+                     {"b.weight", "F8_E4M3", {2, 2}, w8.data(), w8.size()},
+                     {"b.weight_scale", "F32", {}, s8.data(), s8.size()},
+                     {"b.input_scale", "F32", {}, in.data(), in.size()}});
+  const auto it = nvfp4("inspect " + d / "mixed.safetensors", d);
+  ASSERT_EQ(it.rc, 0) << it.err;
+  EXPECT_NE(it.out.find("fp8:        1 linear(s) in FP8 E4M3"), std::string::npos) << it.out;
+  const auto dq = nvfp4("dequantize " + d / "mixed.safetensors " + d / "dense.safetensors --dtype f32", d);
+  ASSERT_EQ(dq.rc, 0) << dq.err;
+  const Checkpoint dense(d / "dense.safetensors");
+  EXPECT_EQ(dense.layout(), Layout::kDense);
+  EXPECT_EQ(dense.names(), (std::vector<std::string>{"a.weight", "b.weight"}));
+  const Tensor b = dense.dense("b.weight");
+  EXPECT_EQ(b.dtype, DType::kF32);
+  EXPECT_EQ(b.get(0), 0.5f);
+  EXPECT_EQ(b.get(1), -0.5f);
+  EXPECT_EQ(b.get(2), 1.0f);
+  EXPECT_EQ(b.get(3), 0.0f);
+}
+
 TEST(CliPython, OfficialReaderAcceptsOutputsAndPythonInputs) {
   ASSERT_FALSE(cli().empty());
   TempDir d;

@@ -319,6 +319,64 @@ TEST(Checkpoint, W4A4InputScalesBelongToTheirLinear) {
   EXPECT_EQ(c.quantized("a").stored_scale, 448.0f);
 }
 
+// A modelopt mixed-precision export: NVFP4 linears next to FP8 ones (F8_E4M3 weight, F32 scale
+// per tensor or per row). The FP8 linears are read as FP8, and only as FP8.
+TEST(Checkpoint, MixedPrecisionModeloptFp8Linears) {
+  TempDir d;
+  auto fp8 = [](const std::string& p, std::vector<std::uint8_t> w, std::vector<std::int64_t> ws,
+                std::vector<float> scale) {
+    std::vector<std::uint8_t> sb(scale.size() * 4);
+    std::memcpy(sb.data(), scale.data(), sb.size());
+    std::vector<std::int64_t> sshape = scale.size() == 1 ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{ws[0]};
+    return std::vector<T>{{p + ".weight", "F8_E4M3", ws, std::move(w)}, {p + ".weight_scale", "F32", sshape, sb}};
+  };
+  auto v = modelopt_linear("a");
+  // b: per-tensor scale 0.5, codes 0x38 (1.0) and 0xB8 (-1.0), plus an input scale
+  auto b = fp8("b", {0x38, 0xB8, 0x40, 0x00}, {2, 2}, {0.5f});
+  b.push_back({"b.input_scale", "F32", {}, f32_bytes(0.1f)});
+  // c: a scale per row (2 and 4)
+  auto c = fp8("c", {0x38, 0x38, 0x38, 0x38}, {2, 2}, {2.0f, 4.0f});
+  v.insert(v.end(), b.begin(), b.end());
+  v.insert(v.end(), c.begin(), c.end());
+  write_raw(d / "mixed.safetensors", v);
+  const Checkpoint m(d / "mixed.safetensors");
+  EXPECT_EQ(m.layout(), Layout::kModelopt);
+  EXPECT_EQ(m.quantized_prefixes(), (std::vector<std::string>{"a"}));
+  EXPECT_EQ(m.fp8_prefixes(), (std::vector<std::string>{"b", "c"}));
+  for (const char* t : {"b.weight", "b.weight_scale", "b.input_scale", "c.weight", "c.weight_scale"})
+    EXPECT_TRUE(m.is_quantized_tensor(t)) << t;
+  const Tensor fb = m.fp8_dense("b");
+  EXPECT_EQ(fb.shape, (std::vector<std::int64_t>{2, 2}));
+  EXPECT_EQ(fb.get(0), 0.5f);
+  EXPECT_EQ(fb.get(1), -0.5f);
+  EXPECT_EQ(fb.get(2), 1.0f);  // 0x40 = 2.0
+  EXPECT_EQ(fb.get(3), 0.0f);
+  const Tensor fc = m.fp8_dense("c");
+  EXPECT_EQ(fc.get(1), 2.0f);
+  EXPECT_EQ(fc.get(2), 4.0f);
+  EXPECT_ERROR_HAS(m.fp8_dense("a"), "no FP8 linear 'a'");
+  EXPECT_EQ(m.quantized("a").stored_scale, 0.01f);
+  EXPECT_ERROR_HAS(m.quantized("b"), "no quantized linear 'b'");
+
+  // What is not an FP8 linear stays an error: a scale of the wrong size, a dense weight, NaN.
+  auto bad = modelopt_linear("a");
+  auto w3 = fp8("b", {0x38, 0x38, 0x38, 0x38}, {2, 2}, {1.0f, 1.0f, 1.0f});
+  bad.insert(bad.end(), w3.begin(), w3.end());
+  bad[4].shape = {3};
+  write_raw(d / "bad1.safetensors", bad);
+  EXPECT_ERROR_HAS(Checkpoint(d / "bad1.safetensors"), "is not an FP8 linear's scale");
+  bad = modelopt_linear("a");
+  bad.push_back({"b.weight", "F32", {1, 1}, f32_bytes(1.0f)});
+  bad.push_back({"b.weight_scale", "F32", {}, f32_bytes(1.0f)});
+  write_raw(d / "bad2.safetensors", bad);
+  EXPECT_ERROR_HAS(Checkpoint(d / "bad2.safetensors"), "is not an FP8 linear's scale");
+  bad = modelopt_linear("a");
+  auto nan = fp8("b", {0x38, 0x7F, 0x38, 0x38}, {2, 2}, {1.0f});
+  bad.insert(bad.end(), nan.begin(), nan.end());
+  write_raw(d / "bad3.safetensors", bad);
+  EXPECT_ERROR_HAS(Checkpoint(d / "bad3.safetensors").fp8_dense("b"), "weight [0, 1] is NaN (byte 0x7F)");
+}
+
 TEST(Checkpoint, FolderIndexValidation) {
   TempDir d;
   auto mk = [&](const std::string& name) {
