@@ -49,6 +49,12 @@ Tensor rand_t(DType dt, std::vector<std::int64_t> shape, std::mt19937& rng, floa
   return t;
 }
 
+std::vector<std::uint8_t> f32_bytes(float f) {
+  std::vector<std::uint8_t> b(4);
+  std::memcpy(b.data(), &f, 4);
+  return b;
+}
+
 const char* st_dtype(DType d) { return d == DType::kF32 ? "F32" : d == DType::kF16 ? "F16" : "BF16"; }
 
 // A tiny llama-like checkpoint folder: 2 layers, q/k/v/o, gate/up/down, norms, embeddings,
@@ -336,12 +342,7 @@ TEST(Cli, FailuresExitNonZeroAndLeaveNothing) {
 // mlx-lm will not load it.
 TEST(Cli, InspectNotesInputScalesAndMlxGlobalScales) {
   TempDir d;
-  auto f32 = [](float f) {
-    std::vector<std::uint8_t> b(4);
-    std::memcpy(b.data(), &f, 4);
-    return b;
-  };
-  const std::vector<std::uint8_t> packed(16, 0x21), scales(2, 0x38), ts = f32(0.01f), in = f32(0.5f);
+  const std::vector<std::uint8_t> packed(16, 0x21), scales(2, 0x38), ts = f32_bytes(0.01f), in = f32_bytes(0.5f);
   write_safetensors(d / "w4a4.safetensors",
                     {{"a.weight", "U8", {2, 8}, packed.data(), packed.size()},
                      {"a.weight_scale", "F8_E4M3", {2, 1}, scales.data(), scales.size()},
@@ -386,13 +387,8 @@ TEST(Cli, InspectNotesInputScalesAndMlxGlobalScales) {
 // dequantize densifies both kinds, leaving no quantization tensor behind.
 TEST(Cli, MixedPrecisionModeloptDequantizesFp8Too) {
   TempDir d;
-  auto f32 = [](float f) {
-    std::vector<std::uint8_t> b(4);
-    std::memcpy(b.data(), &f, 4);
-    return b;
-  };
-  const std::vector<std::uint8_t> packed(16, 0x21), scales(2, 0x38), ts = f32(0.01f), w8 = {0x38, 0xB8, 0x40, 0x00},
-                                  s8 = f32(0.5f), in = f32(0.1f);
+  const std::vector<std::uint8_t> packed(16, 0x21), scales(2, 0x38), ts = f32_bytes(0.01f), w8 = {0x38, 0xB8, 0x40, 0x00},
+                                  s8 = f32_bytes(0.5f), in = f32_bytes(0.1f);
   write_safetensors(d / "mixed.safetensors",
                     {{"a.weight", "U8", {2, 8}, packed.data(), packed.size()},
                      {"a.weight_scale", "F8_E4M3", {2, 1}, scales.data(), scales.size()},
