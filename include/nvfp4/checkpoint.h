@@ -88,9 +88,9 @@ class Checkpoint {
   bool is_quantized_tensor(const std::string& name) const;
   // FP8 linears of a mixed-precision modelopt export, sorted (empty otherwise).
   const std::vector<std::string>& fp8_prefixes() const;
-  // One FP8 linear as dense F32 [N, K]: float(e4m3 weight) * weight_scale (per tensor or per row,
-  // modelopt's dequant direction).
-  Tensor fp8_dense(const std::string& prefix) const;
+  // One FP8 linear as a dense [N, K] tensor of dtype dt: float(e4m3 weight) * weight_scale (per
+  // tensor or per row, modelopt's dequant direction), computed in fp32 and rounded once to dt.
+  Tensor fp8_dense(const std::string& prefix, DType dt = DType::kF32) const;
   // The canonical weight of one quantized linear, fully validated; the stored tensor scale is
   // kept bit-exact with its convention (modelopt kDequant, CT kQuant, mlx kAmax or kNone).
   QuantizedWeight quantized(const std::string& prefix) const;

@@ -80,12 +80,7 @@ void run_dequantize(const DequantizeArgs& a) {
     progress.advance(1, static_cast<std::uint64_t>(q.packed.size()));
   }
   // FP8 linears of a mixed-precision modelopt export: densified too, so the output is all dense.
-  for (const auto& p : in.fp8_prefixes()) {
-    const Tensor f = in.fp8_dense(p);
-    Tensor t(dt, f.shape);
-    for (std::int64_t i = 0; i < f.numel(); ++i) t.set(i, f.get(i));
-    out.add_dense(p + ".weight", std::move(t));
-  }
+  for (const auto& p : in.fp8_prefixes()) out.add_dense(p + ".weight", in.fp8_dense(p, dt));
   out.commit();
 }
 

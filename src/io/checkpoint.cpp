@@ -284,7 +284,7 @@ void Checkpoint::Impl::detect_layout() {
       const auto w = where.find(p + L::kModeloptPacked);
       bool fp8 = false;
       if (w != where.end()) {
-        const SafetensorsEntry& we = entry(p + L::kModeloptPacked);
+        const SafetensorsEntry& we = shards[w->second].at(w->first);
         const SafetensorsEntry& se = entry(n);
         std::int64_t sn = 1;
         for (auto d : se.shape) sn *= d;
@@ -334,7 +334,7 @@ const std::vector<std::string>& Checkpoint::quantized_prefixes() const { return 
 bool Checkpoint::is_quantized_tensor(const std::string& n) const { return impl_->quantized_tensors.count(n) != 0; }
 const std::vector<std::string>& Checkpoint::fp8_prefixes() const { return impl_->fp8_prefixes; }
 
-Tensor Checkpoint::fp8_dense(const std::string& p) const {
+Tensor Checkpoint::fp8_dense(const std::string& p, DType dt) const {
   const Impl& m = *impl_;
   if (!std::binary_search(m.fp8_prefixes.begin(), m.fp8_prefixes.end(), p))
     fail(kOp, m.err("no FP8 linear '" + p + "'"));
@@ -349,7 +349,7 @@ Tensor Checkpoint::fp8_dense(const std::string& p) const {
     if (!std::isfinite(v) || v < 0.0f)
       fail(kOp, m.err("FP8 linear '" + p + "': weight_scale " + std::to_string(v) +
                       " must be finite and non-negative"));
-  Tensor t(DType::kF32, {n, k});
+  Tensor t(dt, {n, k});
   for (std::int64_t r = 0; r < n; ++r) {
     const float sr = scale[ns == 1 ? 0 : static_cast<std::size_t>(r)];
     for (std::int64_t c = 0; c < k; ++c) {

@@ -131,13 +131,9 @@ def check_ct_one(cli, ct_dir, seeds, triton):
             return []
         if not hasattr(helpers, "quantize_and_pack_fp4_triton"):
             return []
-        n = 0
         for name, entries in ImplBackend._backends.items():
             forced = [(fn, (lambda *a, **k: True), p) for fn, _, p in entries if fn.__name__.endswith("_triton")]
             ImplBackend._backends[name] = forced + [e for e in entries if not e[0].__name__.endswith("_triton")]
-            n += len(forced)
-        if n == 0:
-            return []
     if triton:  # the kernels enter torch.cuda.device(x.device); the interpreter runs on the CPU
         import contextlib
         torch.cuda.device = lambda *a, **k: contextlib.nullcontext()
@@ -336,26 +332,24 @@ def main():
         bad = [r for r in rows if not r["ok"]]
         print(f"{len(rows) - len(bad)} of {len(rows)} checks passed")
         return 1 if bad else 0
-    rows = check_modelopt(a.cli, seeds)
-    for d in a.modelopt:  # older releases, one per process
-        p = subprocess.run([sys.executable, __file__, "--cli", a.cli, "--seeds", a.seeds, "--one-modelopt", d],
+    def child(producer, version, path, extra):
+        """One release per process (its package is imported from an unpacked wheel): its rows, or
+        one failed row carrying the error."""
+        p = subprocess.run([sys.executable, __file__, "--cli", a.cli, "--seeds", a.seeds, *extra],
                            capture_output=True, text=True)
-        if p.returncode != 0:
-            print(p.stderr[-2000:])
-            rows.append({"producer": "nvidia-modelopt", "version": os.path.basename(d), "path": "cpu",
-                         "error": p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "failed", "ok": False})
-            continue
-        rows += json.loads(p.stdout.strip().splitlines()[-1])
+        if p.returncode == 0:
+            return json.loads(p.stdout.strip().splitlines()[-1])
+        print(p.stderr[-2000:])
+        return [{"producer": producer, "version": version, "path": path,
+                 "error": p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "failed", "ok": False}]
+
+    rows = check_modelopt(a.cli, seeds)
+    for d in a.modelopt:  # older releases
+        rows += child("nvidia-modelopt", os.path.basename(d), "cpu", ["--one-modelopt", d])
     for d in a.ct:
         for triton in (False, True):
-            cmd = [sys.executable, __file__, "--cli", a.cli, "--seeds", a.seeds, "--one-ct", d] + (["--triton"] if triton else [])
-            p = subprocess.run(cmd, capture_output=True, text=True)
-            if p.returncode != 0:
-                print(p.stderr[-2000:])
-                rows.append({"producer": "compressed-tensors", "version": os.path.basename(d), "path": "triton" if triton else "cpu",
-                             "error": p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "failed", "ok": False})
-                continue
-            rows += json.loads(p.stdout.strip().splitlines()[-1])
+            rows += child("compressed-tensors", os.path.basename(d), "triton" if triton else "cpu",
+                          ["--one-ct", d] + (["--triton"] if triton else []))
     try:
         rows += check_mlx(a.cli, seeds)
     except ImportError as e:
