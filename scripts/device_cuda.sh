@@ -61,6 +61,7 @@ if [ -n "${NVFP4_PREBUILT:-}" ] && "$NVFP4_PREBUILT/nvfp4_test_cuda" --gtest_lis
    ! ldd "$NVFP4_PREBUILT/nvfp4_bench_cuda" | grep -q "not found"; then
   say "prebuilt binaries from $NVFP4_PREBUILT"
   TB=$NVFP4_PREBUILT/nvfp4_test_cuda
+  TT=$NVFP4_PREBUILT/nvfp4_test_cuda_threads
   BB=$NVFP4_PREBUILT/nvfp4_bench_cuda
   CLI=$NVFP4_PREBUILT/nvfp4
   CPUT="$NVFP4_PREBUILT/test_matmul_cpu $NVFP4_PREBUILT/test_gemv_amx $NVFP4_PREBUILT/test_repack_cpu"
@@ -68,9 +69,10 @@ if [ -n "${NVFP4_PREBUILT:-}" ] && "$NVFP4_PREBUILT/nvfp4_test_cuda" --gtest_lis
 else
   say "configure + build"
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNVFP4_CUDA=ON || exit 1
-  ninja -C "$BUILD" nvfp4_test_cuda nvfp4_bench_cuda || exit 1
+  ninja -C "$BUILD" nvfp4_test_cuda nvfp4_test_cuda_threads nvfp4_bench_cuda || exit 1
   ninja -C "$BUILD" nvfp4_cli || echo "the nvfp4 CLI did not build (other parts in progress?): tuner runs through nvfp4_bench_cuda --tune"
   TB=$(find "$BUILD" -name nvfp4_test_cuda -type f -perm -u+x | head -1)
+  TT=$BUILD/tests/cuda/nvfp4_test_cuda_threads
   BB=$BUILD/tests/cuda/nvfp4_bench_cuda
   CLI=$BUILD/nvfp4
   ninja -C "$BUILD" test_matmul_cpu test_gemv_amx test_repack_cpu cpu_paths_bench || true
@@ -113,6 +115,9 @@ fi
 if want test; then
   say "CUDA tests"
   "$TB" --gtest_output=json:"$OUT/tests.json" || STATUS=1
+  # Several host threads and every GPU of the machine (its device test skips with one GPU).
+  if [ -x "${TT:-}" ]; then "$TT" --gtest_output=json:"$OUT/tests_threads.json" || STATUS=1
+  else echo "no nvfp4_test_cuda_threads at ${TT:-?}"; STATUS=1; fi
 fi
 
 if want tune; then
@@ -214,6 +219,13 @@ if named cpu; then
     --json "$OUT/cpu_bench.json" || STATUS=1
 fi
 say "done, status $STATUS"
+# NVFP4_EXTRA='commands': run after the steps, in this script's environment (the unpacked
+# dependencies' library path; $OUT, $CLI, $TB, $BB exported): one-off A/Bs against other binaries
+# without a second device call. Their output lands in device.log.
+if [ -n "${NVFP4_EXTRA:-}" ]; then
+  say "extra commands (NVFP4_EXTRA)"
+  OUT=$OUT CLI=$CLI TB=$TB BB=$BB bash -c "$NVFP4_EXTRA" || STATUS=1
+fi
 # NVFP4_OUT_TAR=1: pack everything under $OUT into $OUT/device-out.tgz and keep only that: the
 # device tool returns a limited number of files per call (a full run writes ~20; on 2026-12-01 one
 # run's replay JSONs and log did not come back and had to be measured again).

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "kernels/cuda/gemm_nvfp4_cublas.h"
 #include "kernels/cuda/pack2_rn.cuh"
@@ -23,18 +24,43 @@ void check(cublasStatus_t s, const std::string& what) {
   if (s != CUBLAS_STATUS_SUCCESS) fail(kOp, what + ": cuBLAS status " + std::to_string(static_cast<int>(s)));
 }
 
-// One cuBLAS handle per device, created on first use (handles are costly; cublasSetStream per call
-// is cheap). Guarded: the API may be called from several host threads.
-cublasHandle_t handle_for_current_device() {
-  static std::mutex mu;
+// One cuBLAS handle per device, created on first use (handles are costly), and a lock that the
+// caller holds for as long as it uses the handle. The handle's stream and workspace are state
+// shared by every thread that uses it (cuBLAS guide, "Thread Safety"): without the lock, thread
+// A's GEMM could be enqueued on thread B's stream, ahead of the panel A's own stream is writing.
+struct LockedHandle {
+  cublasHandle_t h;
+  std::unique_lock<std::mutex> lock;
+};
+LockedHandle handle_for_current_device() {
+  static std::mutex mu[64];
   static cublasHandle_t handles[64] = {};
   int dev = 0;
   check(cudaGetDevice(&dev), "cudaGetDevice");
-  std::lock_guard<std::mutex> lock(mu);
   if (dev < 0 || dev >= 64) fail(kOp, "device index " + std::to_string(dev) + " out of range");
+  std::unique_lock<std::mutex> lock(mu[dev]);
   if (!handles[dev]) check(cublasCreate(&handles[dev]), "cublasCreate");
-  return handles[dev];
+  return {handles[dev], std::move(lock)};
 }
+
+// cuBLAS's workspace for one call, stream-ordered on the call's stream. With its own workspace per
+// call the GEMM's bits do not depend on what runs on other streams: cuBLAS otherwise picks
+// workspace (and with it possibly the algorithm) per concurrently active stream, and is bitwise
+// reproducible only with one active stream (cuBLAS guide, "Results reproducibility"). 32 MiB is
+// the guide's recommended size for Hopper (cublasSetWorkspace).
+constexpr std::size_t kCublasWorkspaceBytes = std::size_t{32} << 20;
+
+// Stream-ordered scratch, given back on every exit (an error thrown mid-call included).
+struct Scratch {
+  void* p = nullptr;
+  cudaStream_t stream;
+  Scratch(std::size_t bytes, cudaStream_t s, const char* what) : stream(s) {
+    check(scratch_alloc(&p, bytes, s), std::string("scratch_alloc(") + what + ")");
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() { scratch_free(p, stream); }
+};
 
 // E2M1 code -> fp32 value, branch-free: the 3 magnitude bits placed at fp32 bits [24:22] read as
 // code_value * 2^-126 (0.5 becomes the subnormal 2^-127; nvcc does not flush without -ftz), and
@@ -112,10 +138,13 @@ void gemm_nvfp4_dequant_cublas(const MatrixView& x, const WeightView& w, const M
   // 48 MB at K = 14336: 1755 rows) made the Llama-3-8B prefill 2.2x slower.
   const std::int64_t panel_rows =
       std::min<std::int64_t>(w.n, std::max<std::int64_t>(64, panel_bytes / (w.k * es) / 64 * 64));
-  void* panel = nullptr;
-  check(scratch_alloc(&panel, static_cast<std::size_t>(panel_rows * w.k * es), st), "scratch_alloc(panel)");
-  cublasHandle_t h = handle_for_current_device();
-  check(cublasSetStream(h, st), "cublasSetStream");
+  const Scratch panel_buf(static_cast<std::size_t>(panel_rows * w.k * es), st, "panel");
+  const Scratch workspace_buf(kCublasWorkspaceBytes, st, "cuBLAS workspace");
+  void* const panel = panel_buf.p;
+  LockedHandle lh = handle_for_current_device();
+  const cublasHandle_t h = lh.h;
+  check(cublasSetStream(h, st), "cublasSetStream");  // resets the workspace: set it after
+  check(cublasSetWorkspace(h, workspace_buf.p, kCublasWorkspaceBytes), "cublasSetWorkspace");
   const float alpha = w.tensor_scale, beta = 0.0f;
   cudaDataType_t t = x.dtype == DType::kF32 ? CUDA_R_32F : x.dtype == DType::kF16 ? CUDA_R_16F : CUDA_R_16BF;
   // fp32 activations: plain fp32 GEMM (no TF32: the reference accumulates exact fp32 products).
@@ -135,7 +164,6 @@ void gemm_nvfp4_dequant_cublas(const MatrixView& x, const WeightView& w, const M
                        static_cast<int>(y.stride), ct, CUBLAS_GEMM_DEFAULT),
           "cublasGemmEx");
   }
-  check(scratch_free(panel, st), "scratch_free(panel)");
 }
 
 }  // namespace nvfp4::cuda

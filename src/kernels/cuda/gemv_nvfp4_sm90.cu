@@ -429,8 +429,11 @@ cudaError_t launch_wa(const GemvArgs& a, const GemvTile& tile, cudaStream_t stre
   const std::size_t smem = static_cast<std::size_t>(warps) * kStages * 2 * RT * 32 * kWaSlotBytes +
                            static_cast<std::size_t>(warps) * a.pieces * a.m_rows * 16 * RT * sizeof(float);
   // Max: 16 warps x 4 stages x 4 slots x 640 B + 16 x 16 x 32 x 4 B = 196 KB < 227 KB (sm_90).
-  static const cudaError_t attr = cudaFuncSetAttribute(gemv_nvfp4_wa_kernel<F16, RT, NB>,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
+  // Set on every launch, not cached: the attribute belongs to the current device, so a cache
+  // filled on GPU 0 left the launch on any other GPU of the process without it (cudaErrorInvalidValue
+  // above 48 KB). A host-side attribute write, cheap next to the launch.
+  const cudaError_t attr = cudaFuncSetAttribute(gemv_nvfp4_wa_kernel<F16, RT, NB>,
+                                                cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
   if (attr != cudaSuccess) return attr;
   gemv_nvfp4_wa_kernel<F16, RT, NB><<<static_cast<unsigned>(blocks), warps * 32, smem, stream>>>(a, ks);
   return cudaGetLastError();

@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <mutex>
 #include <string>
 
 #include "dispatch/overlap.h"
@@ -87,11 +88,15 @@ struct DeviceInfo {
   int sms = 0;
 };
 
+// Per device, filled on first use. Guarded: engines call the API from several host threads (one
+// per GPU or per request stream), and unsynchronised writes of the cache would be a data race.
 DeviceInfo device_info() {
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return {};
+  static std::mutex mu;
   static DeviceInfo cache[64];
   if (dev < 0 || dev >= 64) return {};
+  std::lock_guard<std::mutex> lock(mu);
   if (cache[dev].cc == 0) {
     cudaDeviceProp prop{};
     if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return {};
@@ -101,6 +106,9 @@ DeviceInfo device_info() {
   return cache[dev];
 }
 
+// Device memory of the current device (or managed memory). Memory of another GPU is refused by
+// name: the kernels would read it over the peer path at best, and without peer access the launch
+// faults and takes the whole CUDA context down with it.
 void require_device_pointer(const void* p, const char* op, const char* name, const std::string& shape) {
   cudaPointerAttributes attr{};
   const cudaError_t e = cudaPointerGetAttributes(&attr, p);
@@ -110,6 +118,10 @@ void require_device_pointer(const void* p, const char* op, const char* name, con
   }
   if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)
     fail(op, std::string(name) + " must be device memory (got a host pointer; use the host API) (" + shape + ")");
+  int dev = 0;
+  if (attr.type == cudaMemoryTypeDevice && cudaGetDevice(&dev) == cudaSuccess && attr.device != dev)
+    fail(op, std::string(name) + " is memory of device " + std::to_string(attr.device) + " but the current device is " +
+                 std::to_string(dev) + " (call cudaSetDevice first) (" + shape + ")");
 }
 
 void require_device_pointers(const char* op, const std::string& shape, const void* packed, const void* scales,
