@@ -3,6 +3,11 @@
 //
 // Built without CUDA (or with no device present) available() is false and every call throws
 // nvfp4::Error saying so.
+//
+// Threads and GPUs: calls may come from several host threads at once, each on its own stream, and
+// on every GPU of the process; each call works on the current device (cudaSetDevice) and refuses
+// memory of another GPU. A call gives the same bits whatever runs beside it
+// (tests/cuda/test_threads_devices_cuda.cpp).
 #pragma once
 
 #include <cstdint>

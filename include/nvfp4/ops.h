@@ -37,6 +37,9 @@ void dequantize_ref(const WeightView& w, const MatrixView& out);
 // Reference matmul on views (host pointers). Validates like the public entry.
 void quantized_matmul_ref(const MatrixView& x, const WeightView& w, const MatrixView& y);
 
+// The matmul on the chosen backend. Any host thread may call it, several at once: on the CPU
+// their parallel regions take turns on one thread pool, and each call gives the bits it gives
+// alone (tests/cpu/test_threads_cpu.cpp).
 Tensor quantized_matmul(const Tensor& x, const QuantizedWeight& w, Backend backend = Backend::kAuto);
 void quantized_matmul(const MatrixView& x, const WeightView& w, const MatrixView& y,
                       Backend backend = Backend::kAuto);
