@@ -1,6 +1,7 @@
 // tests/cuda/test_threads_devices_cuda.cpp -- the CUDA API as engines call it: from several host
-// threads at once, each on its own stream, and on every GPU of the process. Every kernel family
-// must give, call for call, the bits that the same call gives alone on one thread and GPU 0:
+// threads at once, each on its own stream, captured into CUDA graphs by several threads at once,
+// and on every GPU of the process. Every kernel family must give, call for call, the bits that the
+// same call gives alone on one thread and GPU 0:
 //   * the canonical GEMV at M = 1 with a 16-warp tile (82 KB of dynamic shared memory: the
 //     attribute that allows it belongs to each device);
 //   * the wgmma GEMM (bf16, M = 100);
@@ -135,6 +136,10 @@ struct Workload {
   }
 };
 
+void expect_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
 // Reports the first differing element of a slot against the expected bits.
 void expect_same_bits(const std::vector<std::uint8_t>& want, const std::vector<std::uint8_t>& got,
                       const std::string& what) {
@@ -147,7 +152,8 @@ void expect_same_bits(const std::vector<std::uint8_t>& want, const std::vector<s
 
 // Each of 4 host threads owns a workload (its own weight, activations and stream) and enqueues
 // every call 12 times into 12 output slots, without waiting in between, while the others do the
-// same; threads alternate over the GPUs present. Every slot must hold the bits that the same call
+// same; then all 4 capture their calls into CUDA graphs at once (global capture mode) and launch
+// them. Threads alternate over the GPUs present. Every slot must hold the bits that the same call
 // gave when it ran alone. Seeds 4242 + thread.
 TEST(CudaThreads, ConcurrentCallsOnTheirOwnStreamsGiveTheBitsOfOneCallAlone) {
   REQUIRE_GPU();
@@ -162,7 +168,7 @@ TEST(CudaThreads, ConcurrentCallsOnTheirOwnStreamsGiveTheBitsOfOneCallAlone) {
       ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
     }
     const std::uint64_t seed = 4242 + t;
-    loads.push_back(std::make_unique<Workload>(random_weight(kN, kK, seed), seed, kRounds));
+    loads.push_back(std::make_unique<Workload>(random_weight(kN, kK, seed), seed, kRounds + 1));
     // Alone: one call at a time, synchronised.
     for (int c = 0; c < kNumCalls; ++c) {
       loads[t]->run(c, 0);
@@ -175,10 +181,23 @@ TEST(CudaThreads, ConcurrentCallsOnTheirOwnStreamsGiveTheBitsOfOneCallAlone) {
   for (int t = 0; t < kThreads; ++t)
     threads.emplace_back([&, t] {
       try {
-        if (cudaSetDevice(loads[t]->device) != cudaSuccess) throw std::runtime_error("cudaSetDevice");
+        expect_cuda(cudaSetDevice(loads[t]->device), "cudaSetDevice");
         for (int r = 0; r < kRounds; ++r)
           for (int c = 0; c < kNumCalls; ++c) loads[t]->run(c, r);
-        if (cudaStreamSynchronize(loads[t]->stream) != cudaSuccess) throw std::runtime_error("cudaStreamSynchronize");
+        expect_cuda(cudaStreamSynchronize(loads[t]->stream), "cudaStreamSynchronize");
+        // Then every thread captures its calls into a CUDA graph at the same time, in the global
+        // capture mode (PyTorch's default): a call that made an API call unsafe during capture,
+        // in any thread, would end the captures with an error. The graph writes the last slot.
+        cudaGraph_t g = nullptr;
+        cudaGraphExec_t ge = nullptr;
+        expect_cuda(cudaStreamBeginCapture(loads[t]->stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+        for (int c = 0; c < kNumCalls; ++c) loads[t]->run(c, kRounds);
+        expect_cuda(cudaStreamEndCapture(loads[t]->stream, &g), "cudaStreamEndCapture");
+        expect_cuda(cudaGraphInstantiate(&ge, g, 0), "cudaGraphInstantiate");
+        expect_cuda(cudaGraphLaunch(ge, loads[t]->stream), "cudaGraphLaunch");
+        expect_cuda(cudaStreamSynchronize(loads[t]->stream), "cudaStreamSynchronize (graph)");
+        cudaGraphExecDestroy(ge);
+        cudaGraphDestroy(g);
       } catch (const std::exception& e) {
         errors[t] = e.what();
       }
@@ -188,10 +207,10 @@ TEST(CudaThreads, ConcurrentCallsOnTheirOwnStreamsGiveTheBitsOfOneCallAlone) {
     ASSERT_EQ(errors[t], "") << "thread " << t;
     ASSERT_EQ(cudaSetDevice(loads[t]->device), cudaSuccess);
     for (int c = 0; c < kNumCalls; ++c)
-      for (int r = 0; r < kRounds; ++r)
+      for (int r = 0; r <= kRounds; ++r)
         expect_same_bits(want[t][c], loads[t]->bits(c, r),
                          "seed " + std::to_string(4242 + t) + " (device " + std::to_string(loads[t]->device) + "), " +
-                             kCalls[c].name + ", round " + std::to_string(r));
+                             kCalls[c].name + (r < kRounds ? ", round " + std::to_string(r) : std::string(", graph")));
   }
   // One result per workload against the oracle, so that "the same bits" means right bits.
   for (int t = 0; t < kThreads; ++t) {
