@@ -11,9 +11,11 @@
 // so, with fewer than two usable GPUs.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -177,22 +179,51 @@ TEST(CudaThreads, ConcurrentCallsOnTheirOwnStreamsGiveTheBitsOfOneCallAlone) {
     }
   }
   std::vector<std::string> errors(kThreads);
+  // A reusable barrier of the kThreads threads (C++17 has no std::barrier). Every thread reaches
+  // both of its calls, whatever happened before them.
+  std::mutex mu;
+  std::condition_variable cv;
+  int arrived = 0, generation = 0;
+  auto arrive_and_wait = [&] {
+    std::unique_lock<std::mutex> lock(mu);
+    const int gen = generation;
+    if (++arrived == kThreads) {
+      arrived = 0;
+      ++generation;
+      cv.notify_all();
+    } else {
+      cv.wait(lock, [&] { return generation != gen; });
+    }
+  };
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t)
     threads.emplace_back([&, t] {
+      bool synced = false;  // the barrier calls below must happen in every thread
       try {
         expect_cuda(cudaSetDevice(loads[t]->device), "cudaSetDevice");
         for (int r = 0; r < kRounds; ++r)
           for (int c = 0; c < kNumCalls; ++c) loads[t]->run(c, r);
         expect_cuda(cudaStreamSynchronize(loads[t]->stream), "cudaStreamSynchronize");
+        synced = true;
         // Then every thread captures its calls into a CUDA graph at the same time, in the global
         // capture mode (PyTorch's default): a call that made an API call unsafe during capture,
         // in any thread, would end the captures with an error. The graph writes the last slot.
+        // Instantiating is itself unsafe while another thread captures globally, so every thread
+        // ends its capture before any instantiates (a capture that failed still arrives).
         cudaGraph_t g = nullptr;
         cudaGraphExec_t ge = nullptr;
-        expect_cuda(cudaStreamBeginCapture(loads[t]->stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
-        for (int c = 0; c < kNumCalls; ++c) loads[t]->run(c, kRounds);
-        expect_cuda(cudaStreamEndCapture(loads[t]->stream, &g), "cudaStreamEndCapture");
+        std::string capture_error;
+        arrive_and_wait();
+        try {
+          expect_cuda(cudaStreamBeginCapture(loads[t]->stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+          for (int c = 0; c < kNumCalls; ++c) loads[t]->run(c, kRounds);
+        } catch (const std::exception& e) {
+          capture_error = e.what();
+        }
+        const cudaError_t end = cudaStreamEndCapture(loads[t]->stream, &g);
+        arrive_and_wait();
+        if (!capture_error.empty()) throw std::runtime_error("during capture: " + capture_error);
+        expect_cuda(end, "cudaStreamEndCapture");
         expect_cuda(cudaGraphInstantiate(&ge, g, 0), "cudaGraphInstantiate");
         expect_cuda(cudaGraphLaunch(ge, loads[t]->stream), "cudaGraphLaunch");
         expect_cuda(cudaStreamSynchronize(loads[t]->stream), "cudaStreamSynchronize (graph)");
@@ -200,11 +231,16 @@ TEST(CudaThreads, ConcurrentCallsOnTheirOwnStreamsGiveTheBitsOfOneCallAlone) {
         cudaGraphDestroy(g);
       } catch (const std::exception& e) {
         errors[t] = e.what();
+        if (!synced) {  // still owe both barrier arrivals
+          arrive_and_wait();
+          arrive_and_wait();
+        }
       }
     });
   for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(errors[t], "") << "thread " << t;
   for (int t = 0; t < kThreads; ++t) {
-    ASSERT_EQ(errors[t], "") << "thread " << t;
+    if (!errors[t].empty()) continue;
     ASSERT_EQ(cudaSetDevice(loads[t]->device), cudaSuccess);
     for (int c = 0; c < kNumCalls; ++c)
       for (int r = 0; r <= kRounds; ++r)
