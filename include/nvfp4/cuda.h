@@ -10,6 +10,7 @@
 // (tests/cuda/test_threads_devices_cuda.cpp).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "nvfp4/tensor.h"
@@ -18,6 +19,16 @@ namespace nvfp4::cuda {
 
 bool compiled();   // this build contains the CUDA kernels
 bool available();  // compiled() and a CUDA device is present
+
+// Scratch memory (fp16/fp32 activation pieces, prefill panels, K-split partials, cuBLAS's
+// workspace) comes from a stream-ordered pool per device that keeps what it has held: giving it
+// back after each call made the next one map it again (a synced fp16 GEMV call took ~120 us
+// instead of ~48, docs/perf-cuda.md 10.1). scratch_bytes() is what the current device's pool holds
+// (after a large prefill ~288 MB: a 256 MB dense panel and cuBLAS's 32 MB); release_scratch() returns its unused part to the driver, as torch.cuda.empty_cache()
+// does (calls still in flight keep theirs). Calls captured in a CUDA graph allocate in the graph
+// instead. Without CUDA or a device: 0, and nothing to do.
+std::size_t scratch_bytes();
+void release_scratch();
 
 // y = x . dequant(w)^T on device pointers, asynchronous on `stream`. Validates the arguments
 // (throws nvfp4::Error) and checks launch errors. On Hopper: up to 16 rows the GEMV; 17..1024

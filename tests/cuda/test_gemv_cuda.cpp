@@ -602,6 +602,29 @@ TEST(CudaGemm, PrefillPathOneHotAndOracle) {
   }
 }
 
+// The scratch pool keeps what a call used (here the panel + cuBLAS path: a dense panel and 32 MiB
+// of cuBLAS workspace), release_scratch() gives it back once nothing is in flight, and the next
+// call still works and takes it again.
+TEST(CudaGemm, ScratchIsKeptAndCanBeReleased) {
+  REQUIRE_GPU();
+  const std::int64_t n = 300, k = 4112, m = 40;
+  const QuantizedWeight qw = random_weight(n, k, 8080);
+  Tensor x = random_x(DType::kF32, m, k, 8081);
+  auto run = [&] {
+    Tensor y = nan_tensor(DType::kF32, m, n);
+    cuda::quantized_matmul_host(MatrixView{x.data(), DType::kF32, m, k, k}, qw.view(), MatrixView{y.data(), DType::kF32, m, n, n});
+    check_against_oracle(MatrixView{x.data(), DType::kF32, m, k, k}, qw, MatrixView{y.data(), DType::kF32, m, n, n}, "seed 8080");
+  };
+  run();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_GE(cuda::scratch_bytes(), std::size_t{32} << 20) << "the pool keeps cuBLAS's workspace and the panel";
+  cuda::release_scratch();
+  EXPECT_EQ(cuda::scratch_bytes(), 0u) << "nothing in flight: everything goes back";
+  run();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_GE(cuda::scratch_bytes(), std::size_t{32} << 20);
+}
+
 // Prefill weights larger than one dense panel: the same GEMM path with the panel lowered to 64
 // and 128 weight rows (N = 300: 5 and 3 panels, the last one partial), against the oracle. The
 // 256 MB default panel never splits at test sizes.

@@ -5,6 +5,8 @@
 namespace nvfp4::cuda {
 bool compiled() { return false; }
 bool available() { return false; }
+std::size_t scratch_bytes() { return 0; }
+void release_scratch() {}
 void quantized_matmul(const MatrixView&, const WeightView&, const MatrixView&, void*) {
   fail("cuda::quantized_matmul", "this build of nvfp4 has no CUDA backend (configure with nvcc on PATH)");
 }

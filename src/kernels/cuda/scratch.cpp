@@ -3,13 +3,19 @@
 
 #include <cstdint>
 #include <mutex>
+#include <string>
+
+#include "nvfp4/cuda.h"
+#include "nvfp4/error.h"
 
 namespace nvfp4::cuda {
 namespace {
 
 constexpr int kMaxDevices = 64;
 
-cudaError_t device_pool(cudaMemPool_t* out) {
+// The current device's pool; created on first use unless `create` is false (then *out may be
+// null: nothing was ever allocated on this device).
+cudaError_t device_pool(cudaMemPool_t* out, bool create = true) {
   static std::mutex mu;
   static cudaMemPool_t pools[kMaxDevices] = {};
   int dev = 0;
@@ -17,7 +23,7 @@ cudaError_t device_pool(cudaMemPool_t* out) {
   if (e != cudaSuccess) return e;
   if (dev < 0 || dev >= kMaxDevices) return cudaErrorInvalidDevice;
   std::lock_guard<std::mutex> lock(mu);
-  if (!pools[dev]) {
+  if (!pools[dev] && create) {
     cudaMemPoolProps props{};
     props.allocType = cudaMemAllocationTypePinned;
     props.location.type = cudaMemLocationTypeDevice;
@@ -51,5 +57,31 @@ cudaError_t scratch_alloc(void** p, std::size_t bytes, cudaStream_t stream) {
 }
 
 cudaError_t scratch_free(void* p, cudaStream_t stream) { return cudaFreeAsync(p, stream); }
+
+std::size_t scratch_bytes() {
+  cudaMemPool_t pool = nullptr;
+  if (device_pool(&pool, false) != cudaSuccess || !pool) {
+    cudaGetLastError();  // no device: nothing held
+    return 0;
+  }
+  std::uint64_t held = 0;
+  if (cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &held) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return static_cast<std::size_t>(held);
+}
+
+void release_scratch() {
+  cudaMemPool_t pool = nullptr;
+  const cudaError_t e = device_pool(&pool, false);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return;
+  }
+  // Memory of frees still pending on a stream, and of calls in flight, stays in the pool.
+  if (pool && cudaMemPoolTrimTo(pool, 0) != cudaSuccess)
+    fail("cuda::release_scratch", std::string("cudaMemPoolTrimTo: ") + cudaGetErrorString(cudaGetLastError()));
+}
 
 }  // namespace nvfp4::cuda
