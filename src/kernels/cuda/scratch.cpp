@@ -80,8 +80,9 @@ void release_scratch() {
     return;
   }
   // Memory of frees still pending on a stream, and of calls in flight, stays in the pool.
-  if (pool && cudaMemPoolTrimTo(pool, 0) != cudaSuccess)
-    fail("cuda::release_scratch", std::string("cudaMemPoolTrimTo: ") + cudaGetErrorString(cudaGetLastError()));
+  if (!pool) return;
+  const cudaError_t t = cudaMemPoolTrimTo(pool, 0);
+  if (t != cudaSuccess) fail("cuda::release_scratch", std::string("cudaMemPoolTrimTo: ") + cudaGetErrorString(t));
 }
 
 }  // namespace nvfp4::cuda
