@@ -154,7 +154,7 @@ std::string replay_table(const ReplayResult& r) {
                    dtype_name(o.dtype), r.tokens);
   s += fmt::format("  ceiling {:.1f} GB/s ({}); weights {} {}\n", r.ceiling_gbps, r.ceiling_source,
                    r.variants.empty() ? std::string("-") : human_bytes(r.variants[0].weight_bytes),
-                   r.cold ? "(larger than 3x the last-level cache: read from memory)" : "(cache-resident: NOT a memory-bound measurement)");
+                   r.cold ? "(larger than 3x the last-level cache: read from memory)" : "(within 3x the last-level cache: partly cache-resident, NOT a memory-bound measurement)");
   s += fmt::format("  {:<11} {:>10} {:>10} {:>11} {:>12} {:>8} {:>7} {:>9} {:>10} {:>5}  {}\n", "variant", "ms/replay", "p10-p90 %",
                    "tokens/s", r.scaled ? "full tok/s*" : "full tok/s", "GB/s", "% ceil", "GFLOP/s", "peak mem", "n", "kernel");
   for (const auto& v : r.variants) {
