@@ -25,7 +25,7 @@ cuobjdump=$(tool cuobjdump)
 export PATH=$(dirname "$(tool nvdisasm)"):$PATH  # cuobjdump runs nvdisasm
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-nvcc -std=c++17 -O3 -DNDEBUG -DNVFP4_HAVE_CUDA=1 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr \
+nvcc -std=c++17 -O3 -DNDEBUG -DNVFP4_HAVE_CUDA=1 ${NVFP4_SASS_DEFINES:-} -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr \
   -I "$root/include" -I "$root/src" -I "$root" -cubin -Xptxas -v -o "$tmp/k.cubin" "$root/$file" 2> "$tmp/ptxas.txt" ||
   { cat "$tmp/ptxas.txt" >&2; echo "sass.sh: nvcc failed on $file" >&2; exit 1; }
 "$cuobjdump" -sass "$tmp/k.cubin" > "$tmp/k.sass"
