@@ -6,6 +6,7 @@
 # calls) provide them, installed once into a venv.
 #   scripts/sass.sh [FILE] [KERNEL_REGEX] [--dump]
 #   e.g. scripts/sass.sh src/kernels/cuda/gemv_nvfp4_sm90_repacked.cu 'rp_kernelILi1ELi1E' --dump
+#   NVFP4_SASS_DEFINES='-DNAME ...' compiles an experiment variant behind a macro.
 # Prints per matching kernel: registers, spill bytes, instruction count, the 12 most frequent
 # opcodes, and the main loop (the backward branch whose body holds the most HMMA/FFMA, else the
 # longest): its length and opcode mix; --dump also prints the kernel's SASS.
