@@ -95,7 +95,9 @@ struct Workload {
       y.emplace_back();
       for (int s = 0; s < slots; ++s) {
         EXPECT_EQ(cudaMalloc(&d, y_bytes[c]), cudaSuccess);
-        cudaMemset(d, 0xFF, y_bytes[c]);  // NaN in every dtype: an output not written shows
+        // NaN in every dtype: an output not written shows. On the workload's stream, which does
+        // not wait for the legacy default stream that a plain cudaMemset may still be running on.
+        EXPECT_EQ(cudaMemsetAsync(d, 0xFF, y_bytes[c], stream), cudaSuccess);
         y[c].push_back(d);
       }
     }
