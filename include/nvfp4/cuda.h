@@ -24,9 +24,10 @@ bool available();  // compiled() and a CUDA device is present
 // workspace) comes from a stream-ordered pool per device that keeps what it has held: giving it
 // back after each call made the next one map it again (a synced fp16 GEMV call took ~120 us
 // instead of ~48, docs/perf-cuda.md 10.1). scratch_bytes() is what the current device's pool holds
-// (after a large prefill ~288 MB: a 256 MB dense panel and cuBLAS's 32 MB); release_scratch() returns its unused part to the driver, as torch.cuda.empty_cache()
-// does (calls still in flight keep theirs). Calls captured in a CUDA graph allocate in the graph
-// instead. Without CUDA or a device: 0, and nothing to do.
+// (after a large prefill ~288 MB: a 256 MB dense panel and cuBLAS's 32 MB); release_scratch()
+// returns its unused part to the driver, as torch.cuda.empty_cache() does (calls still in flight
+// keep theirs). Calls captured in a CUDA graph allocate in the graph instead. Without CUDA or a
+// device: 0, and nothing to do.
 std::size_t scratch_bytes();
 void release_scratch();
 
