@@ -55,7 +55,7 @@ bool repack_for_gemv_sm90_supported(std::int64_t n, std::int64_t k);
 
 // Device repack (asynchronous on `stream`): canonical device weight -> the gemv_sm90 layout.
 // Outputs must not alias the input. Plain C++ reference (host pointers) below; both agree byte
-// for byte (tests/cuda/test_gemv_cuda.cpp). The reference is available in every build.
+// for byte (tests/cuda/test_repack_cuda.cpp). The reference is available in every build.
 void repack_for_gemv_sm90(const WeightView& canonical_dev, std::uint8_t* packed_out_dev,
                           std::uint8_t* scales_out_dev, void* stream = nullptr);
 void repack_for_gemv_sm90_ref(const WeightView& canonical_host, std::uint8_t* packed_out,

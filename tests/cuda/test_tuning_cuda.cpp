@@ -1,0 +1,267 @@
+// tests/cuda/test_tuning_cuda.cpp -- the CUDA tuning table (tuning_sm90.h): shape classes, the
+// JSON form and its errors, exact and early entries (plain C++, run everywhere), and `nvfp4 tune`
+// writing a usable table (on the GPU).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cuda/repack_nvfp4_sm90.h"
+#include "kernels/cuda/tuning_sm90.h"
+#include "nvfp4/cuda.h"
+#include "nvfp4/error.h"
+
+#if defined(NVFP4_HAVE_CUDA)
+#include <cuda_runtime.h>
+
+#include "cuda/cuda_test_util.h"
+#endif
+
+namespace nvfp4 {
+namespace {
+
+// ------------------------------------------------------------------------------------------
+// Tuning table: plain C++, runs everywhere.
+// ------------------------------------------------------------------------------------------
+TEST(CudaTuning, ShapeClasses) {
+  EXPECT_EQ(cuda::gemv_shape_class(4096, 512), "n_small/k_small");
+  EXPECT_EQ(cuda::gemv_shape_class(4096, 14336), "n_small/k_large");
+  EXPECT_EQ(cuda::gemv_shape_class(28672, 4096), "n_mid/k_mid");
+  EXPECT_EQ(cuda::gemv_shape_class(151936, 2560), "n_large/k_mid");
+  for (const auto& c : cuda::gemv_shape_classes()) {
+    std::int64_t n = 0, k = 0;
+    cuda::gemv_class_representative(c, &n, &k);
+    if (c.rfind("exact/", 0) == 0)
+      EXPECT_EQ(cuda::gemv_exact_class(n, k), c);
+    else
+      EXPECT_EQ(cuda::gemv_shape_class(n, k), c) << "representative of " << c << " is in another class";
+  }
+  for (const auto& e : cuda::gemv_builtin_table()) EXPECT_TRUE(cuda::gemv_tile_valid(e.tile)) << e.cls;
+}
+
+TEST(CudaTuning, JsonRoundTripAndOverride) {
+  std::vector<cuda::GemvTableEntry> t = {{90, "n_small/k_large", {16, 8, 2}, 1.5}};
+  const auto back = cuda::gemv_table_from_json(cuda::gemv_table_to_json(t, "test"), "roundtrip");
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].cls, "n_small/k_large");
+  EXPECT_EQ(back[0].tile.cols_per_warp, 16);
+  EXPECT_EQ(back[0].tile.warps_per_block, 8);
+  EXPECT_EQ(back[0].tile.k_split, 2);
+  EXPECT_TRUE(back[0].tile.overlap_ok);  // default: the overlapped launch is allowed
+  // The per-shape verdict on the overlapped (PDL) launch survives the round trip; an entry
+  // without the key allows it.
+  std::vector<cuda::GemvTableEntry> ov = {{90, "exact/28672x4096", {16, 4, 2}, 20.5}};
+  ov[0].layout = cuda::GemvLayout::kRepacked;
+  ov[0].tile.overlap_ok = false;
+  const auto oback = cuda::gemv_table_from_json(cuda::gemv_table_to_json(ov, "test"), "roundtrip");
+  ASSERT_EQ(oback.size(), 1u);
+  EXPECT_FALSE(oback[0].tile.overlap_ok);
+  EXPECT_THROW(cuda::gemv_table_from_json(
+                   R"({"entries":[{"cc":90,"class":"n_small/k_mid","cols_per_warp":32,"warps_per_block":4,"k_split":1,"overlap":"yes"}]})", "x"),
+               Error);
+  cuda::gemv_set_user_table(back);
+  const auto got = cuda::gemv_lookup_tile(90, 4096, 14336);
+  EXPECT_EQ(got.warps_per_block, 8);
+  EXPECT_EQ(got.k_split, 2);
+  cuda::gemv_clear_user_table();
+  const auto builtin = cuda::gemv_lookup_tile(90, 4096, 14336);
+  EXPECT_TRUE(cuda::gemv_tile_valid(builtin));
+}
+
+TEST(CudaTuning, ExactClassesAndRepackedLayout) {
+  // The Llama-3-8B decode shapes are tuner classes of their own; their representative is the shape.
+  const auto classes = cuda::gemv_shape_classes();
+  for (const char* c : {"exact/1024x4096", "exact/6144x4096", "exact/14336x4096", "exact/128256x4096", "exact/4096x14336"})
+    EXPECT_NE(std::find(classes.begin(), classes.end(), c), classes.end()) << c;
+  std::int64_t n = 0, k = 0;
+  cuda::gemv_class_representative("exact/6144x4096", &n, &k);
+  EXPECT_EQ(n, 6144);
+  EXPECT_EQ(k, 4096);
+  EXPECT_TRUE(cuda::gemv_class_known("exact/7x9"));
+  for (const char* bad : {"exact/0x4096", "exact/12x", "exact/12x5y", "exact/012x16", "n_small", "exact/-4x16"})
+    EXPECT_FALSE(cuda::gemv_class_known(bad)) << bad;
+  // Layout round trip; the repacked lookup reads only repacked entries; exact beats bucket.
+  std::vector<cuda::GemvTableEntry> t = {
+      {90, "n_small/k_mid", {16, 2, 2}, 1.0, cuda::GemvLayout::kCanonical},
+      {90, "n_small/k_mid", {32, 16, 16}, 2.0, cuda::GemvLayout::kRepacked},
+      {90, "exact/1024x4096", {16, 16, 8}, 3.0, cuda::GemvLayout::kRepacked}};
+  const auto back = cuda::gemv_table_from_json(cuda::gemv_table_to_json(t, "test"), "roundtrip");
+  ASSERT_EQ(back.size(), 3u);
+  EXPECT_EQ(back[0].layout, cuda::GemvLayout::kCanonical);
+  EXPECT_EQ(back[1].layout, cuda::GemvLayout::kRepacked);
+  EXPECT_EQ(back[2].cls, "exact/1024x4096");
+  cuda::gemv_set_user_table(back);
+  auto c = cuda::gemv_lookup_tile(90, 4096, 4096);
+  EXPECT_EQ(c.warps_per_block, 2);
+  auto r = cuda::gemv_lookup_tile(90, 4096, 4096, cuda::GemvLayout::kRepacked);
+  EXPECT_EQ(r.cols_per_warp, 32);
+  EXPECT_EQ(r.k_split, 16);
+  r = cuda::gemv_lookup_tile(90, 1024, 4096, cuda::GemvLayout::kRepacked);
+  EXPECT_EQ(r.cols_per_warp, 16);
+  EXPECT_EQ(r.k_split, 8);
+  c = cuda::gemv_lookup_tile(90, 1024, 4096);  // no canonical exact entry: canonical bucket
+  EXPECT_EQ(c.warps_per_block, 2);
+  // Row buckets: an m_max 8 entry serves M <= 8 only; M = 9..16 (and launches of 16 rows) fall
+  // through to the any-M entry.
+  t.push_back({90, "n_small/k_mid", {16, 4, 1}, 4.0, cuda::GemvLayout::kRepacked, 8});
+  t.push_back({90, "n_mid/k_mid", {16, 8, 4}, 5.0, cuda::GemvLayout::kRepacked, 16});
+  const auto back2 = cuda::gemv_table_from_json(cuda::gemv_table_to_json(t, "test"), "roundtrip");
+  ASSERT_EQ(back2.size(), 5u);
+  EXPECT_EQ(back2[3].m_max, 8);
+  EXPECT_EQ(back2[4].m_max, 16);
+  cuda::gemv_set_user_table(back2);
+  for (std::int64_t m : {1, 8}) EXPECT_EQ(cuda::gemv_lookup_tile(90, 4096, 4096, cuda::GemvLayout::kRepacked, m).warps_per_block, 4);
+  for (std::int64_t m : {9, 16, 33})
+    EXPECT_EQ(cuda::gemv_lookup_tile(90, 4096, 4096, cuda::GemvLayout::kRepacked, m).warps_per_block, 16);
+  EXPECT_EQ(cuda::gemv_lookup_tile(90, 1024, 4096, cuda::GemvLayout::kRepacked, 1).k_split, 8);  // exact beats bucket m8
+  EXPECT_EQ(cuda::gemv_lookup_tile(90, 28672, 4096, cuda::GemvLayout::kRepacked, 16).warps_per_block, 8);
+  cuda::gemv_clear_user_table();
+  // Built-in: the repacked M <= 8 and M > 8 tiles of 16384 x 16384 are different entries.
+  const auto b1 = cuda::gemv_lookup_tile(90, 16384, 16384, cuda::GemvLayout::kRepacked, 1);
+  const auto b16 = cuda::gemv_lookup_tile(90, 16384, 16384, cuda::GemvLayout::kRepacked, 16);
+  EXPECT_TRUE(b1.cols_per_warp != b16.cols_per_warp || b1.warps_per_block != b16.warps_per_block ||
+              b1.k_split != b16.k_split);
+  // The built-in table has repacked entries for every bucket at cc 90.
+  for (const auto& b : {"n_small/k_small", "n_small/k_mid", "n_small/k_large", "n_mid/k_small", "n_mid/k_mid",
+                        "n_mid/k_large", "n_large/k_small", "n_large/k_mid", "n_large/k_large"}) {
+    bool found = false;
+    for (const auto& e : cuda::gemv_builtin_table())
+      found = found || (e.cc == 90 && e.cls == b && e.layout == cuda::GemvLayout::kRepacked);
+    EXPECT_TRUE(found) << b;
+  }
+  // Old tables (no "layout" key) are canonical.
+  const auto old = cuda::gemv_table_from_json(
+      R"({"entries":[{"cc":90,"class":"n_small/k_mid","cols_per_warp":32,"warps_per_block":4,"k_split":1}]})", "x");
+  ASSERT_EQ(old.size(), 1u);
+  EXPECT_EQ(old[0].layout, cuda::GemvLayout::kCanonical);
+}
+
+// Entries tuned for the early-weights launch ("launch": "early"): round trip; used only by an
+// early lookup (exact early, bucket early, then the ordinary entries); only repacked m_max 8.
+TEST(CudaTuning, EarlyLaunchEntries) {
+  std::vector<cuda::GemvTableEntry> t = {
+      {90, "n_small/k_mid", {16, 16, 16}, 5.0, cuda::GemvLayout::kRepacked, 8},
+      {90, "n_small/k_mid", {16, 8, 8}, 3.0, cuda::GemvLayout::kRepacked, 8},
+      {90, "n_small/k_large", {32, 4, 4}, 9.0, cuda::GemvLayout::kRepacked, 8}};
+  t[1].early = true;
+  const auto back = cuda::gemv_table_from_json(cuda::gemv_table_to_json(t, "test"), "roundtrip");
+  ASSERT_EQ(back.size(), 3u);
+  EXPECT_FALSE(back[0].early);
+  EXPECT_TRUE(back[1].early);
+  cuda::gemv_set_user_table(back);
+  const auto rp = cuda::GemvLayout::kRepacked;
+  EXPECT_EQ(cuda::gemv_lookup_tile(90, 4096, 4096, rp, 1, false).warps_per_block, 16);
+  EXPECT_EQ(cuda::gemv_lookup_tile(90, 4096, 4096, rp, 1, true).warps_per_block, 8);
+  EXPECT_EQ(cuda::gemv_lookup_tile(90, 4096, 14336, rp, 1, true).cols_per_warp, 32);  // no early entry: ordinary one
+  // Only a tile from an early entry carries the early launch; the ordinary fallback does not.
+  EXPECT_TRUE(cuda::gemv_lookup_tile(90, 4096, 4096, rp, 1, true).early_ok);
+  EXPECT_FALSE(cuda::gemv_lookup_tile(90, 4096, 4096, rp, 1, false).early_ok);
+  EXPECT_FALSE(cuda::gemv_lookup_tile(90, 4096, 14336, rp, 1, true).early_ok);
+  // An exact class with only an ordinary entry keeps it over a bucket's early entry.
+  auto t2 = back;
+  t2.push_back({90, "exact/4096x4096", {16, 4, 4}, 4.0, cuda::GemvLayout::kRepacked, 8});
+  cuda::gemv_set_user_table(t2);
+  EXPECT_EQ(cuda::gemv_lookup_tile(90, 4096, 4096, rp, 1, true).warps_per_block, 4);
+  EXPECT_FALSE(cuda::gemv_lookup_tile(90, 4096, 4096, rp, 1, true).early_ok);
+  cuda::gemv_clear_user_table();
+  // Built-in: the early entries exist only where that launch measured faster (e.g. 4096 x 512),
+  // not at 16384 x 16384.
+  EXPECT_TRUE(cuda::gemv_lookup_tile(90, 4096, 512, rp, 1, true).early_ok);
+  EXPECT_FALSE(cuda::gemv_lookup_tile(90, 16384, 16384, rp, 1, true).early_ok);
+  EXPECT_FALSE(cuda::gemv_lookup_tile(90, 4096, 512, rp, 16, true).early_ok);
+  for (const char* bad :
+       {R"({"entries":[{"cc":90,"class":"n_small/k_mid","cols_per_warp":16,"warps_per_block":8,"k_split":8,"launch":"early"}]})",
+        R"({"entries":[{"cc":90,"layout":"repacked","m_max":16,"class":"n_small/k_mid","cols_per_warp":16,"warps_per_block":8,"k_split":8,"launch":"early"}]})",
+        R"({"entries":[{"cc":90,"layout":"repacked","m_max":8,"class":"n_small/k_mid","cols_per_warp":16,"warps_per_block":8,"k_split":8,"launch":"soon"}]})"})
+    EXPECT_THROW(cuda::gemv_table_from_json(bad, "x"), Error) << bad;
+}
+
+TEST(CudaTuning, BadTablesAreErrors) {
+  EXPECT_THROW(cuda::gemv_table_from_json(
+                   R"({"entries":[{"cc":90,"m_max":4,"class":"n_small/k_mid","cols_per_warp":32,"warps_per_block":4,"k_split":1}]})", "x"),
+               Error);
+  EXPECT_THROW(cuda::gemv_table_from_json(
+                   R"({"entries":[{"cc":90,"layout":"tiled","class":"n_small/k_mid","cols_per_warp":32,"warps_per_block":4,"k_split":1}]})", "x"),
+               Error);
+  EXPECT_THROW(cuda::gemv_table_from_json(
+                   R"({"entries":[{"cc":90,"class":"exact/0x4096","cols_per_warp":32,"warps_per_block":4,"k_split":1}]})", "x"),
+               Error);
+  EXPECT_THROW(cuda::gemv_table_from_json("{", "x"), Error);
+  EXPECT_THROW(cuda::gemv_table_from_json("{\"entries\": 3}", "x"), Error);
+  EXPECT_THROW(cuda::gemv_table_from_json(
+                   R"({"entries":[{"cc":90,"class":"n_huge/k_mid","cols_per_warp":32,"warps_per_block":4,"k_split":1}]})", "x"),
+               Error);
+  EXPECT_THROW(cuda::gemv_table_from_json(
+                   R"({"entries":[{"cc":90,"class":"n_small/k_mid","cols_per_warp":32,"warps_per_block":4,"k_split":3}]})", "x"),
+               Error);
+  EXPECT_THROW(cuda::gemv_table_from_json(
+                   R"({"entries":[{"cc":90,"class":"n_small/k_mid","cols_per_warp":64,"warps_per_block":4,"k_split":1}]})", "x"),
+               Error);
+}
+
+
+#if defined(NVFP4_HAVE_CUDA)
+using namespace cudatest;  // NOLINT: the shared helpers (cuda_test_util.h)
+
+// `nvfp4 tune` on one class (small rotation: the table is not meant to be fast): an ordinary
+// repacked entry per row bucket, early entries only as M <= 8 repacked, every tile valid, the
+// JSON round trip exact, and the dispatch reading the table back.
+TEST(CudaTuning, AutotuneWritesAUsableTable) {
+  REQUIRE_GPU();
+  cuda::TuneOptions o;
+  o.classes = {"exact/1024x4096"};
+  o.layouts = {cuda::GemvLayout::kRepacked};
+  o.reps = 3;
+  o.rotation_mib = 16;
+  o.verbose = false;
+  std::vector<cuda::GemvTableEntry> rejected;
+  o.early_rejected = &rejected;
+  const auto t = cuda::gemv_autotune(o);
+  // The early entry of the class is either written or reported as rejected, never both.
+  int early_written = 0;
+  for (const auto& e : t) early_written += e.early;
+  EXPECT_EQ(early_written + static_cast<int>(rejected.size()), 1);
+  for (const auto& e : rejected) {
+    EXPECT_TRUE(e.early);
+    EXPECT_EQ(e.m_max, 8);
+    EXPECT_EQ(e.cls, "exact/1024x4096");
+  }
+  int ordinary8 = 0, ordinary16 = 0;
+  for (const auto& e : t) {
+    EXPECT_EQ(e.cls, "exact/1024x4096");
+    EXPECT_EQ(e.layout, cuda::GemvLayout::kRepacked);
+    EXPECT_EQ(e.cc, cuda::device_cc());
+    EXPECT_TRUE(cuda::gemv_tile_valid(e.tile));
+    EXPECT_TRUE(e.us > 0 && e.us < 1e6) << e.us;
+    if (e.early) {
+      EXPECT_EQ(e.m_max, 8);
+    } else {
+      ordinary8 += e.m_max == 8;
+      ordinary16 += e.m_max == 16;
+    }
+  }
+  EXPECT_EQ(ordinary8, 1);
+  EXPECT_EQ(ordinary16, 1);
+  const auto back = cuda::gemv_table_from_json(cuda::gemv_table_to_json(t, "test"), "roundtrip");
+  ASSERT_EQ(back.size(), t.size());
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    EXPECT_EQ(back[i].early, t[i].early);
+    EXPECT_EQ(back[i].m_max, t[i].m_max);
+    EXPECT_EQ(back[i].tile.warps_per_block, t[i].tile.warps_per_block);
+    EXPECT_EQ(back[i].tile.k_split, t[i].tile.k_split);
+    EXPECT_EQ(back[i].tile.overlap_ok, t[i].tile.overlap_ok);
+  }
+  cuda::gemv_set_user_table(t);
+  for (const auto& e : t) {
+    const auto got = cuda::gemv_lookup_tile(cuda::device_cc(), 1024, 4096, cuda::GemvLayout::kRepacked, e.m_max, e.early);
+    EXPECT_EQ(got.cols_per_warp, e.tile.cols_per_warp);
+    EXPECT_EQ(got.warps_per_block, e.tile.warps_per_block);
+    EXPECT_EQ(got.k_split, e.tile.k_split);
+    EXPECT_EQ(got.early_ok, e.early);
+  }
+  cuda::gemv_clear_user_table();
+}
+#endif  // NVFP4_HAVE_CUDA
+
+}  // namespace
+}  // namespace nvfp4
