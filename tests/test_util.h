@@ -60,4 +60,23 @@ inline void poison(Tensor& t) {
   for (std::int64_t i = 0; i < t.numel(); ++i) t.set(i, std::nanf(""));
 }
 
+// A canonical weight of random packed bytes (every E2M1 code in both nibbles) whose scale bytes
+// come from scale_byte(rng), one call per block after all the packed bytes, with the given
+// stored tensor scale (dequant direction). Each suite picks its own adversarial scale mix.
+template <class ScaleByte>
+QuantizedWeight random_packed_weight(std::int64_t n, std::int64_t k, std::uint64_t seed, float stored_scale,
+                                     ScaleByte scale_byte) {
+  std::mt19937_64 rng(seed);
+  QuantizedWeight w;
+  w.n = n;
+  w.k = k;
+  w.packed.resize(static_cast<std::size_t>(n * k / 2));
+  w.scales.resize(static_cast<std::size_t>(n * k / 16));
+  for (auto& b : w.packed) b = static_cast<std::uint8_t>(rng());
+  for (auto& s : w.scales) s = scale_byte(rng);
+  w.convention = ScaleConvention::kDequant;
+  w.stored_scale = stored_scale;
+  return w;
+}
+
 }  // namespace nvfp4::test

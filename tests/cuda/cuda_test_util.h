@@ -23,6 +23,7 @@
 #include "nvfp4/format.h"
 #include "nvfp4/ops.h"
 #include "nvfp4/tensor.h"
+#include "test_util.h"
 
 namespace nvfp4 {
 namespace cudatest {
@@ -39,21 +40,11 @@ namespace cudatest {
 // Random canonical weight: every E2M1 code, scales from an adversarial set (zero, the smallest
 // subnormal, the normal boundary, 1.0, the max 448) mixed with ordinary values.
 inline QuantizedWeight random_weight(std::int64_t n, std::int64_t k, std::uint64_t seed, float ts = 0.0137f) {
-  std::mt19937_64 rng(seed);
-  QuantizedWeight w;
-  w.n = n;
-  w.k = k;
-  w.packed.resize(static_cast<std::size_t>(n * k / 2));
-  w.scales.resize(static_cast<std::size_t>(n * k / 16));
-  for (auto& b : w.packed) b = static_cast<std::uint8_t>(rng());
   static const std::uint8_t special[] = {0x00, 0x01, 0x07, 0x08, 0x38, 0x7E, 0x80 | 0x38};
-  for (auto& s : w.scales) {
+  return test::random_packed_weight(n, k, seed, ts, [](std::mt19937_64& rng) {
     const auto r = rng() % 16;
-    s = r < 3 ? special[rng() % 7] : static_cast<std::uint8_t>(0x18 + rng() % 0x40);
-  }
-  w.convention = ScaleConvention::kDequant;
-  w.stored_scale = ts;
-  return w;
+    return r < 3 ? special[rng() % 7] : static_cast<std::uint8_t>(0x18 + rng() % 0x40);
+  });
 }
 
 inline Tensor random_x(DType dt, std::int64_t rows, std::int64_t stride, std::uint64_t seed) {
@@ -74,7 +65,6 @@ inline double out_ulp(DType t) { return t == DType::kBF16 ? 1.0 / 128 : (t == DT
 // Spacing of the output type's subnormals: results that small round on an absolute grid.
 inline double out_min_step(DType t) { return t == DType::kF16 ? std::ldexp(1.0, -24) : (t == DType::kBF16 ? std::ldexp(1.0, -133) : 0.0); }
 
-// Runs the CUDA path on host tensors (optionally with an explicit tile) through device memory.
 // A device copy of `bytes` host bytes, freed at scope exit; back() copies it to the host.
 struct DeviceCopy {
   void* p = nullptr;
@@ -88,26 +78,6 @@ struct DeviceCopy {
   ~DeviceCopy() { cudaFree(p); }
   void back(void* host) const { cudaMemcpy(host, p, bytes, cudaMemcpyDeviceToHost); }
 };
-
-inline void run_cuda(const MatrixView& x, const WeightView& w, const MatrixView& y, const cuda::GemvTile* tile) {
-  if (!tile) {
-    cuda::quantized_matmul_host(x, w, y);
-    return;
-  }
-  const int es = dtype_size(x.dtype);
-  const DeviceCopy dx(x.data, static_cast<std::size_t>((x.rows - 1) * x.stride + x.cols) * es);
-  const DeviceCopy dy(y.data, static_cast<std::size_t>((y.rows - 1) * y.stride + y.cols) * es);
-  const DeviceCopy dp(w.packed, w.n * w.k / 2), ds(w.scales, w.n * w.k / 16);
-  MatrixView dxv = x, dyv = y;
-  dxv.data = dx.p;
-  dyv.data = dy.p;
-  WeightView dw = w;
-  dw.packed = static_cast<const std::uint8_t*>(dp.p);
-  dw.scales = static_cast<const std::uint8_t*>(ds.p);
-  cuda::quantized_matmul_tile(dxv, dw, dyv, nullptr, tile);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  dy.back(y.data);
-}
 
 // Checks y against the oracle within the documented tolerance; every element must be written.
 inline void check_against_oracle(const MatrixView& x, const QuantizedWeight& qw, const MatrixView& y, const std::string& what) {

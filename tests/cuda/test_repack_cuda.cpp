@@ -17,6 +17,7 @@
 #include "nvfp4/error.h"
 #include "nvfp4/format.h"
 #include "nvfp4/ops.h"
+#include "test_util.h"
 
 #if defined(NVFP4_HAVE_CUDA)
 #include <cuda_runtime.h>
@@ -37,18 +38,12 @@ std::uint8_t code_at_ref(const QuantizedWeight& w, std::int64_t row, std::int64_
   return static_cast<std::uint8_t>(k % 2 ? b >> 4 : b & 0xF);
 }
 
+// Scales include NaN (0x7F, 0xFF) and negative-signed bytes: the host reference must decode them.
 QuantizedWeight repack_test_weight(std::int64_t n, std::int64_t k, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  QuantizedWeight w;
-  w.n = n;
-  w.k = k;
-  w.packed.resize(static_cast<std::size_t>(n * k / 2));
-  w.scales.resize(static_cast<std::size_t>(n * k / 16));
-  for (auto& b : w.packed) b = static_cast<std::uint8_t>(rng());
   static const std::uint8_t special[] = {0x00, 0x80, 0x01, 0x02, 0x03, 0x07, 0x08, 0x38, 0x7E, 0xFE, 0x7F, 0xFF};
-  for (auto& s : w.scales) s = rng() % 4 == 0 ? special[rng() % 12] : static_cast<std::uint8_t>(rng() % 0x7F);
-  w.stored_scale = 0.5f;
-  return w;
+  return test::random_packed_weight(n, k, seed, 0.5f, [](std::mt19937_64& rng) {
+    return rng() % 4 == 0 ? special[rng() % 12] : static_cast<std::uint8_t>(rng() % 0x7F);
+  });
 }
 
 float bf16_bits_to_f32(std::uint32_t b) {

@@ -67,9 +67,10 @@ constexpr int kNumCalls = sizeof(kCalls) / sizeof(kCalls[0]);
 struct Workload {
   int device = 0;
   cudaStream_t stream = nullptr;
-  void *packed = nullptr, *scales = nullptr, *rp_packed = nullptr, *rp_scales = nullptr;
+  std::unique_ptr<DeviceCopy> packed, scales;
+  void *rp_packed = nullptr, *rp_scales = nullptr;
   float ts = 1.0f;
-  std::vector<void*> x;                   // per call
+  std::vector<std::unique_ptr<DeviceCopy>> x;  // per call
   std::vector<std::vector<void*>> y;      // per call, per slot
   std::vector<std::size_t> y_bytes;       // per call
 
@@ -77,23 +78,19 @@ struct Workload {
     EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
     EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
     ts = qw.tensor_scale();
-    EXPECT_EQ(cudaMalloc(&packed, qw.packed.size()), cudaSuccess);
-    EXPECT_EQ(cudaMalloc(&scales, qw.scales.size()), cudaSuccess);
+    packed = std::make_unique<DeviceCopy>(qw.packed.data(), qw.packed.size());
+    scales = std::make_unique<DeviceCopy>(qw.scales.data(), qw.scales.size());
     EXPECT_EQ(cudaMalloc(&rp_packed, qw.packed.size()), cudaSuccess);
     EXPECT_EQ(cudaMalloc(&rp_scales, qw.scales.size()), cudaSuccess);
-    cudaMemcpy(packed, qw.packed.data(), qw.packed.size(), cudaMemcpyHostToDevice);
-    cudaMemcpy(scales, qw.scales.data(), qw.scales.size(), cudaMemcpyHostToDevice);
     cuda::repack_for_gemv_sm90(canonical(), static_cast<std::uint8_t*>(rp_packed),
                                static_cast<std::uint8_t*>(rp_scales), stream);
     for (int c = 0; c < kNumCalls; ++c) {
       const Tensor xh = random_x(kCalls[c].dt, kCalls[c].m, kK, seed + 100 + c);
-      void* d = nullptr;
-      EXPECT_EQ(cudaMalloc(&d, xh.bytes.size()), cudaSuccess);
-      cudaMemcpy(d, xh.data(), xh.bytes.size(), cudaMemcpyHostToDevice);
-      x.push_back(d);
+      x.push_back(std::make_unique<DeviceCopy>(xh.data(), xh.bytes.size()));
       y_bytes.push_back(static_cast<std::size_t>(kCalls[c].m * kN * dtype_size(kCalls[c].dt)));
       y.emplace_back();
       for (int s = 0; s < slots; ++s) {
+        void* d = nullptr;
         EXPECT_EQ(cudaMalloc(&d, y_bytes[c]), cudaSuccess);
         // NaN in every dtype: an output not written shows. On the workload's stream, which does
         // not wait for the legacy default stream that a plain cudaMemset may still be running on.
@@ -105,23 +102,22 @@ struct Workload {
   }
   Workload(const Workload&) = delete;
   Workload& operator=(const Workload&) = delete;
-  ~Workload() {
+  ~Workload() {  // the DeviceCopy members are freed after this body, on the same device
     cudaSetDevice(device);
     cudaStreamSynchronize(stream);
-    for (void* p : {packed, scales, rp_packed, rp_scales}) cudaFree(p);
-    for (void* p : x) cudaFree(p);
+    for (void* p : {rp_packed, rp_scales}) cudaFree(p);
     for (auto& v : y)
       for (void* p : v) cudaFree(p);
     cudaStreamDestroy(stream);
   }
 
   WeightView canonical() const {
-    return {static_cast<const std::uint8_t*>(packed), static_cast<const std::uint8_t*>(scales), ts, kN, kK};
+    return {static_cast<const std::uint8_t*>(packed->p), static_cast<const std::uint8_t*>(scales->p), ts, kN, kK};
   }
   // Enqueues call c into output slot s on the workload's stream.
   void run(int c, int s) const {
     const Call& call = kCalls[c];
-    const MatrixView xv{x[c], call.dt, call.m, kK, kK}, yv{y[c][s], call.dt, call.m, kN, kN};
+    const MatrixView xv{x[c]->p, call.dt, call.m, kK, kK}, yv{y[c][s], call.dt, call.m, kN, kN};
     if (call.repacked) {
       const cuda::RepackedWeightView rw{static_cast<const std::uint8_t*>(rp_packed),
                                         static_cast<const std::uint8_t*>(rp_scales), ts, kN, kK};
@@ -302,7 +298,7 @@ TEST(CudaDevices, EveryGpuGivesTheBitsOfGpuZero) {
     }
   // Device 1 current, device 0's weights: refused before any launch, naming both devices.
   ASSERT_EQ(cudaSetDevice(loads[1]->device), cudaSuccess);
-  const MatrixView xv{loads[1]->x[0], DType::kBF16, 1, kK, kK}, yv{loads[1]->y[0][0], DType::kBF16, 1, kN, kN};
+  const MatrixView xv{loads[1]->x[0]->p, DType::kBF16, 1, kK, kK}, yv{loads[1]->y[0][0], DType::kBF16, 1, kN, kN};
   try {
     cuda::quantized_matmul(xv, loads[0]->canonical(), yv, loads[1]->stream);
     ADD_FAILURE() << "weights of device " << loads[0]->device << " were accepted on device " << loads[1]->device;

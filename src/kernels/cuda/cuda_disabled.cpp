@@ -10,7 +10,7 @@ void release_scratch() {}
 void quantized_matmul(const MatrixView&, const WeightView&, const MatrixView&, void*) {
   fail("cuda::quantized_matmul", "this build of nvfp4 has no CUDA backend (configure with nvcc on PATH)");
 }
-void quantized_matmul_host(const MatrixView&, const WeightView&, const MatrixView&) {
+void quantized_matmul_host(const MatrixView&, const WeightView&, const MatrixView&, const GemvTile*) {
   fail("quantized_matmul", "backend=cuda requested but this build of nvfp4 has no CUDA backend");
 }
 void repack_for_gemv_sm90(const WeightView&, std::uint8_t*, std::uint8_t*, void*) {

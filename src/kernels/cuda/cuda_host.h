@@ -7,6 +7,10 @@
 
 namespace nvfp4::cuda {
 
-void quantized_matmul_host(const MatrixView& x, const WeightView& w, const MatrixView& y);
+struct GemvTile;
+
+// `tile` (tests): run that GEMV tile, as quantized_matmul_tile does, instead of the dispatch's choice.
+void quantized_matmul_host(const MatrixView& x, const WeightView& w, const MatrixView& y,
+                           const GemvTile* tile = nullptr);
 
 }  // namespace nvfp4::cuda

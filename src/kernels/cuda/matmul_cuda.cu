@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <mutex>
 #include <string>
 
@@ -109,27 +110,31 @@ DeviceInfo device_info() {
 // Device memory of the current device (or managed memory). Memory of another GPU is refused by
 // name: the kernels would read it over the peer path at best, and without peer access the launch
 // faults and takes the whole CUDA context down with it.
-void require_device_pointer(const void* p, const char* op, const char* name, const std::string& shape) {
-  cudaPointerAttributes attr{};
-  const cudaError_t e = cudaPointerGetAttributes(&attr, p);
-  if (e != cudaSuccess) {
-    cudaGetLastError();  // clear
-    fail(op, std::string(name) + " pointer is not a CUDA pointer (" + shape + ")");
+struct NamedPointer {
+  const void* p;
+  const char* name;
+};
+void require_device_pointers(const char* op, const std::string& shape, std::initializer_list<NamedPointer> ptrs) {
+  int dev = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess) cudaGetLastError();  // then only the checks below
+  for (const NamedPointer& n : ptrs) {
+    cudaPointerAttributes attr{};
+    if (cudaPointerGetAttributes(&attr, n.p) != cudaSuccess) {
+      cudaGetLastError();  // clear
+      fail(op, std::string(n.name) + " pointer is not a CUDA pointer (" + shape + ")");
+    }
+    if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)
+      fail(op, std::string(n.name) + " must be device memory (got a host pointer; use the host API) (" + shape + ")");
+    if (attr.type == cudaMemoryTypeDevice && dev >= 0 && attr.device != dev)
+      fail(op, std::string(n.name) + " is memory of device " + std::to_string(attr.device) +
+                   " but the current device is " + std::to_string(dev) + " (call cudaSetDevice first) (" + shape + ")");
   }
-  if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)
-    fail(op, std::string(name) + " must be device memory (got a host pointer; use the host API) (" + shape + ")");
-  int dev = 0;
-  if (attr.type == cudaMemoryTypeDevice && cudaGetDevice(&dev) == cudaSuccess && attr.device != dev)
-    fail(op, std::string(name) + " is memory of device " + std::to_string(attr.device) + " but the current device is " +
-                 std::to_string(dev) + " (call cudaSetDevice first) (" + shape + ")");
 }
 
+// The four pointers of a matmul call.
 void require_device_pointers(const char* op, const std::string& shape, const void* packed, const void* scales,
                              const void* x, const void* y) {
-  require_device_pointer(packed, op, "packed", shape);
-  require_device_pointer(scales, op, "scales", shape);
-  require_device_pointer(x, op, "activation", shape);
-  require_device_pointer(y, op, "output", shape);
+  require_device_pointers(op, shape, {{packed, "packed"}, {scales, "scales"}, {x, "activation"}, {y, "output"}});
 }
 
 void require_valid_tile(const char* op, const GemvTile* t) {
@@ -332,10 +337,8 @@ void repack_for_gemv_sm90(const WeightView& w, std::uint8_t* packed_out, std::ui
   const std::string shape = "N=" + std::to_string(w.n) + " K=" + std::to_string(w.k);
   if (!repack_for_gemv_sm90_supported(w.n, w.k)) fail(op, "needs N % 16 == 0 and K % 128 == 0 (got " + shape + ")");
   if (!available()) fail(op, "no usable CUDA device (need compute capability 9.0) for " + shape);
-  require_device_pointer(w.packed, op, "packed", shape);
-  require_device_pointer(w.scales, op, "scales", shape);
-  require_device_pointer(packed_out, op, "packed output", shape);
-  require_device_pointer(scales_out, op, "scales output", shape);
+  require_device_pointers(op, shape, {{w.packed, "packed"}, {w.scales, "scales"}, {packed_out, "packed output"},
+                                     {scales_out, "scales output"}});
   if (reinterpret_cast<std::uintptr_t>(packed_out) % 16 != 0 || reinterpret_cast<std::uintptr_t>(scales_out) % 4 != 0)
     fail(op, "outputs must be 16-byte (packed) and 4-byte (scales) aligned (" + shape + ")");
   const std::size_t pb = static_cast<std::size_t>(w.n) * (w.k / 2), sb = static_cast<std::size_t>(w.n) * (w.k / 16);
@@ -481,7 +484,7 @@ struct DevBuf {
 
 }  // namespace
 
-void quantized_matmul_host(const MatrixView& x, const WeightView& w, const MatrixView& y) {
+void quantized_matmul_host(const MatrixView& x, const WeightView& w, const MatrixView& y, const GemvTile* tile) {
   const char* op = "quantized_matmul";
   validate_matmul(op, x, w, y);
   if (x.rows == 0) return;
@@ -504,7 +507,7 @@ void quantized_matmul_host(const MatrixView& x, const WeightView& w, const Matri
   WeightView dw = w;
   dw.packed = static_cast<const std::uint8_t*>(dp.p);
   dw.scales = static_cast<const std::uint8_t*>(ds.p);
-  quantized_matmul(dxv, dw, dyv, nullptr);
+  quantized_matmul_tile(dxv, dw, dyv, nullptr, tile);
   check(cudaDeviceSynchronize(), op, "kernel execution for " + shape_of(x, w));
   check(cudaMemcpy(y.data, dy.p, yb, cudaMemcpyDeviceToHost), op, "copy result");
 }
