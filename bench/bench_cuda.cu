@@ -237,7 +237,7 @@ void poison(void* dy, std::size_t bytes) {
 }  // namespace
 
 std::vector<Row> run_cuda(const Options& opts) {
-  if (!cuda::available()) fail("bench", "backend cuda: no usable CUDA device (need compute capability 9.0)");
+  if (!cuda::available()) fail("bench", "backend cuda: no usable CUDA device (need compute capability 8.0 or newer)");
   std::vector<Row> rows;
   const double ceiling = copy_ceiling_gbps();
   cudaStream_t st;
@@ -353,7 +353,8 @@ std::vector<Row> run_cuda(const Options& opts) {
         if (kname) *kname = "gemm_nvfp4_dequant_cublas";
       });
       const char* sw = std::getenv("NVFP4_BENCH_WG_SWEEP");
-      const bool wgemm_ok = sw && dt != DType::kF32 && cuda::wgemm_supported(wview(0).packed, wview(0).scales, s.n, s.k);
+      const bool wgemm_ok = sw && dt != DType::kF32 && cuda::hopper_paths() &&
+                            cuda::wgemm_supported(wview(0).packed, wview(0).scales, s.n, s.k);
       // NVFP4_BENCH_WG_SWEEP=pick: only the block shape wgemm_pick_tile chooses, at any M (row
       // "nvfp4_ws_pick"; above kWgemmMaxRows the default route is the panel).
       if (wgemm_ok && std::strcmp(sw, "pick") == 0)
@@ -416,10 +417,12 @@ std::vector<Row> run_cuda(const Options& opts) {
       // the graph overlap one kernel's tail with the next one's launch), and the plain launch.
       // From 25 virtual rows the default call is the repacked GEMM (17..32 on weights of at most
       // 4096 x 4096: one GEMV launch, cuda::kRpWideMaxWeights).
+      // Before Hopper every launch is the plain one (no PDL): no second and third row of it.
+      const bool pdl = cuda::hopper_paths();
       repacked_row("nvfp4_repacked", nullptr, {});
       cuda::RepackedMatmulOptions plain;
       plain.overlapped_launch = false;
-      repacked_row("nvfp4_repacked_plain", nullptr, plain);
+      if (pdl) repacked_row("nvfp4_repacked_plain", nullptr, plain);
       const std::int64_t vrows_all = s.m * cuda::repacked_pieces(dt);
       if (vrows_all > 16) {
         // Side by side above 16 virtual rows: the GEMV in launches of 16 rows (its table tile;
@@ -443,7 +446,7 @@ std::vector<Row> run_cuda(const Options& opts) {
       // decode engine with fixed weights makes.
       cuda::RepackedMatmulOptions early;
       early.weights_read_early = true;
-      const bool early_applies = vrows_all <= cuda::kEarlyMaxVirtualRows;
+      const bool early_applies = pdl && vrows_all <= cuda::kEarlyMaxVirtualRows;
       if (early_applies) repacked_row("nvfp4_repacked_early", nullptr, early);
       if (!tuned.empty()) {
         // The tile of another table (NVFP4_BENCH_TUNED=FILE, e.g. a fresh `nvfp4 tune`) on the

@@ -158,7 +158,10 @@ class CudaReplay final : public ReplayEngine {
     }
     ck(cudaDeviceSynchronize(), "weight generation");
     if (repacked > 0) {
-      const char* launch = o.plain_launch ? ", plain launches" : (o.early_weights ? ", weights read early where tuned" : "");
+      const char* launch = !cuda::hopper_paths() ? ", plain launches (no PDL before sm_90)"
+                           : o.plain_launch      ? ", plain launches"
+                           : o.early_weights     ? ", weights read early where tuned"
+                                                 : "";
       info_.kernel = repacked == ls.size()
                          ? fmt::format("nvfp4::cuda::quantized_matmul_repacked for all {} linears (repacked at load{}), "
                                        "CUDA graph", ls.size(), launch)

@@ -3,7 +3,9 @@
 # build (Release, CUDA, Ninja), run the CUDA tests (GoogleTest JSON), compute-sanitizer memcheck
 # and racecheck on the CUDA test binary, the autotuner, and the benchmark (JSON + table).
 #
-#   scripts/device_cuda.sh [all|test|tune|bench|replay|sanitize|profile|cpu]...  (default: all; in that order)
+#   scripts/device_cuda.sh [all|test|portable|tune|bench|replay|sanitize|profile|cpu]...  (default: all; in that order)
+#   (portable: the CUDA tests again on a build of compute_80 PTX only, the code GPUs other than
+#   Hopper run; NVFP4_PORTABLE_PREBUILT=DIR for binaries built elsewhere)
 #   (profile: ncu on the repacked GEMV, NVFP4_PROFILE_SHAPES; not part of all)
 #
 # `cpu` (not part of all) runs the CPU backend on this machine's host CPU, pinned to 2 cores
@@ -118,6 +120,35 @@ if want test; then
   # Several host threads and every GPU of the machine (its device test skips with one GPU).
   if [ -x "${TT:-}" ]; then "$TT" --gtest_output=json:"$OUT/tests_threads.json" || STATUS=1
   else echo "no nvfp4_test_cuda_threads at ${TT:-?}"; STATUS=1; fi
+fi
+
+if want portable; then
+  # The kernels as GPUs before Hopper (and after it) get them: a build whose only device code is
+  # compute_80 PTX (NVFP4_CUDA_GENCODE), which the driver compiles for this GPU on first use, and
+  # where cuda::hopper_paths() is off (no wgmma GEMM, plain launches). The same test binaries.
+  say "portable kernels (compute_80 PTX, JIT-compiled here): CUDA tests"
+  if [ -n "${NVFP4_PORTABLE_PREBUILT:-}" ]; then
+    PTB=$NVFP4_PORTABLE_PREBUILT/nvfp4_test_cuda
+    PTT=$NVFP4_PORTABLE_PREBUILT/nvfp4_test_cuda_threads
+  else
+    cmake -S "$ROOT" -B "$BUILD-portable" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNVFP4_CUDA=ON \
+      "-DNVFP4_CUDA_GENCODE=-gencode=arch=compute_80,code=compute_80" >/dev/null &&
+      ninja -C "$BUILD-portable" nvfp4_test_cuda nvfp4_test_cuda_threads || STATUS=1
+    PTB=$BUILD-portable/tests/cuda/nvfp4_test_cuda
+    PTT=$BUILD-portable/tests/cuda/nvfp4_test_cuda_threads
+  fi
+  if command -v cuobjdump >/dev/null; then
+    echo "device code in $PTB: $(cuobjdump -lelf "$PTB" 2>/dev/null | grep -c 'sm_') cubins, $(cuobjdump -lptx "$PTB" 2>/dev/null | grep -c 'sm_80') compute_80 PTX"
+  fi
+  "$PTB" --gtest_output=json:"$OUT/tests_portable.json" || STATUS=1
+  "$PTT" --gtest_output=json:"$OUT/tests_portable_threads.json" || STATUS=1
+  # NVFP4_PORTABLE_BENCH_SHAPES=MxNxK,...: the shape bench on the portable build too (this GPU
+  # running the code other GPUs get: it says nothing about their speed).
+  if [ -n "${NVFP4_PORTABLE_BENCH_SHAPES:-}" ]; then
+    PBB=${NVFP4_PORTABLE_PREBUILT:+$NVFP4_PORTABLE_PREBUILT/nvfp4_bench_cuda}
+    if [ -z "$PBB" ]; then ninja -C "$BUILD-portable" nvfp4_bench_cuda || STATUS=1; PBB=$BUILD-portable/tests/cuda/nvfp4_bench_cuda; fi
+    NVFP4_BENCH_LEGACY=0 "$PBB" --out "$OUT/bench_portable.json" --shapes "$NVFP4_PORTABLE_BENCH_SHAPES" || STATUS=1
+  fi
 fi
 
 if want tune; then

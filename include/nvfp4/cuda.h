@@ -18,7 +18,14 @@
 namespace nvfp4::cuda {
 
 bool compiled();   // this build contains the CUDA kernels
-bool available();  // compiled() and a CUDA device is present
+// compiled() and the current device is a GPU of compute capability 8.0 or newer. Tuned and
+// measured on Hopper (H200); Ampere / Ada (sm_80 / 86 / 89) run the same GEMV and repacked-GEMM
+// kernels from sm_80 code, newer GPUs from compute_80 PTX that the driver compiles on first use.
+bool available();
+// available() on an sm_90 GPU with this build's sm_90a code: the wgmma GEMM (17..1024 rows) and
+// the overlapped (PDL) launches. Elsewhere those rows take the dense panel + cuBLAS and every
+// launch is a plain one; the results are the same functions within the documented tolerances.
+bool hopper_paths();
 
 // Scratch memory (fp16/fp32 activation pieces, prefill panels, K-split partials, cuBLAS's
 // workspace) comes from a stream-ordered pool per device that keeps what it has held: giving it
@@ -34,7 +41,8 @@ void release_scratch();
 // y = x . dequant(w)^T on device pointers, asynchronous on `stream`. Validates the arguments
 // (throws nvfp4::Error) and checks launch errors. On Hopper: up to 16 rows the GEMV; 17..1024
 // bf16/fp16 rows the wgmma GEMM that decodes the weights in registers; more rows, or fp32 rows,
-// a dense bf16/fp16/fp32 panel + cuBLAS (docs/perf-cuda.md 22, 26, 29).
+// a dense bf16/fp16/fp32 panel + cuBLAS (docs/perf-cuda.md 22, 26, 29). Before Hopper (no wgmma):
+// the GEMV up to 16 rows, the panel + cuBLAS above.
 void quantized_matmul(const MatrixView& x, const WeightView& w, const MatrixView& y,
                       void* stream = nullptr);
 
@@ -69,7 +77,7 @@ struct RepackedMatmulOptions {
   // hides the launch gap between back-to-back kernels: a Llama-3-8B decode token took 3.6-9.3%
   // less time on H200 (two machines, docs/perf-cuda.md 14). Applied per shape where the tuning
   // table measured it no slower (its "overlap" flag: a many-block grid such as 28672 x 4096 was
-  // 7-11% slower); elsewhere, and with false, the call launches plainly.
+  // 7-11% slower); elsewhere, with false, and on GPUs before Hopper, the call launches plainly.
   bool overlapped_launch = true;
   // With the overlapped launch, up to 8 bf16 rows (4 fp16, 2 fp32) per launch: each warp loads
   // its first two chunk pairs of weights *before* waiting for the previous kernel, so a GEMV whose

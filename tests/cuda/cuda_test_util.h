@@ -34,7 +34,16 @@ namespace cudatest {
     const cudaError_t e_ = cudaGetDeviceCount(&count_);                                           \
     if (e_ != cudaSuccess || count_ == 0)                                                          \
       GTEST_SKIP() << "no CUDA device: " << (e_ != cudaSuccess ? cudaGetErrorString(e_) : "0 devices"); \
-    if (!cuda::available()) GTEST_SKIP() << "no CUDA device: need compute capability 9.0 (sm_90a)"; \
+    if (!cuda::available()) GTEST_SKIP() << "no CUDA device: need compute capability 8.0 or newer"; \
+  } while (0)
+
+// The wgmma GEMM: sm_90 GPUs in builds with sm_90a code only (cuda::hopper_paths()).
+#define REQUIRE_HOPPER_PATHS()                                                                     \
+  do {                                                                                             \
+    REQUIRE_GPU();                                                                                 \
+    if (!cuda::hopper_paths())                                                                     \
+      GTEST_SKIP() << "the wgmma GEMM needs an sm_90 GPU and a build with sm_90a code (NVFP4_CUDA_GENCODE); " \
+                   << "this GPU has compute capability " << cuda::device_cc();                    \
   } while (0)
 
 // Random canonical weight: every E2M1 code, scales from an adversarial set (zero, the smallest

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -205,6 +206,18 @@ TEST(CudaGemv, PublicBackendRoute) {
   const Tensor y = quantized_matmul(x, qw, Backend::kCuda);
   check_against_oracle(MatrixView{const_cast<void*>(x.data()), DType::kF32, 3, 64, 64}, qw,
                        MatrixView{const_cast<void*>(y.data()), DType::kF32, 3, 64, 64}, "Backend::kCuda");
+}
+
+// The wgmma GEMM and the PDL launches run exactly where they can: an sm_90 GPU and a build with
+// sm_90a code. Everywhere else (GPUs before Hopper, the portable build of scripts/device_cuda.sh
+// "portable") the same calls take the portable kernels, which the other tests then check.
+TEST(CudaGemv, HopperPathsExactlyOnSm90WithSm90aCode) {
+  REQUIRE_GPU();
+  const bool want = NVFP4_CUDA_SM90A == 1 && cuda::device_cc() == 90;
+  EXPECT_EQ(cuda::hopper_paths(), want) << "compute capability " << cuda::device_cc() << ", sm_90a code "
+                                        << NVFP4_CUDA_SM90A;
+  std::printf("compute capability %d, build with sm_90a code: %d -> %s\n", cuda::device_cc(), NVFP4_CUDA_SM90A,
+              want ? "Hopper paths (wgmma GEMM, PDL launches)" : "portable kernels only");
 }
 
 // Prefill (M > 16) goes through gemm_nvfp4_cublas.cu: dequantize to a dense panel + cuBLAS with

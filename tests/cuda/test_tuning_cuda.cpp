@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
 #include <vector>
 
 #include "kernels/cuda/repack_nvfp4_sm90.h"
@@ -15,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/cuda_test_util.h"
+#include "kernels/cuda/gemv_nvfp4_sm90.h"
 #endif
 
 namespace nvfp4 {
@@ -203,6 +206,42 @@ TEST(CudaTuning, BadTablesAreErrors) {
 #if defined(NVFP4_HAVE_CUDA)
 using namespace cudatest;  // NOLINT: the shared helpers (cuda_test_util.h)
 
+// Host code, runs without a GPU. GPUs without table entries (everything but cc 90) take the rule
+// of thumb; its tiles must fit the smallest shared memory per block of the GPUs the kernels run
+// on: 99 KB on sm_86 / sm_89 (CUDA programming guide, compute capabilities table). The H200
+// table's tiles must fit Hopper's 227 KB. The canonical M = 1 kernel is the one whose shared
+// memory grows with the tile (its cp.async rings), up to 196 KB at 16 warps of 32 columns.
+TEST(CudaTuning, TilesFitTheSharedMemoryOfTheirGpu) {
+  cuda::GemvArgs a;  // M = 1 bf16 rows read in place, 16-byte aligned weights: the ring kernel
+  a.packed = reinterpret_cast<const std::uint8_t*>(std::uintptr_t{1} << 12);
+  a.scales = reinterpret_cast<const std::uint8_t*>(std::uintptr_t{1} << 13);
+  const std::size_t kAda = 99 * 1024, kHopper = 227 * 1024;
+  std::size_t largest_rule = 0, largest_h200 = 0;
+  for (const std::int64_t n : {16, 96, 1024, 4096, 6144, 16384, 28672, 151936})
+    for (const std::int64_t k : {64, 512, 1024, 2560, 4096, 14336, 28672})
+      for (const int m : {1, 2, 8, 16}) {
+        a.n = n;
+        a.k = k;
+        a.m_rows = m;
+        for (const int cc : {80, 86, 89, 100, 120}) {
+          const cuda::GemvTile t = cuda::gemv_lookup_tile(cc, n, k, cuda::GemvLayout::kCanonical, m);
+          ASSERT_TRUE(cuda::gemv_tile_valid(t));
+          const std::size_t b = cuda::gemv_nvfp4_sm90_smem_bytes(a, t);
+          largest_rule = std::max(largest_rule, b);
+          EXPECT_LE(b, kAda) << "cc " << cc << " N=" << n << " K=" << k << " M=" << m << ": warps " << t.warps_per_block;
+        }
+        const std::size_t h = cuda::gemv_nvfp4_sm90_smem_bytes(a, cuda::gemv_lookup_tile(90, n, k, cuda::GemvLayout::kCanonical, m));
+        largest_h200 = std::max(largest_h200, h);
+        EXPECT_LE(h, kHopper) << "N=" << n << " K=" << k << " M=" << m;
+      }
+  // The formula itself: 16 warps of 32 columns at M = 1 are 196 KB (gemv_nvfp4_sm90.cu).
+  a.n = 4096;
+  a.k = 4096;
+  a.m_rows = 1;
+  EXPECT_EQ(cuda::gemv_nvfp4_sm90_smem_bytes(a, cuda::GemvTile{32, 16, 16}), std::size_t{16 * 4 * 2 * 2 * 32 * 20 + 16 * 16 * 2 * 4});
+  std::printf("largest shared memory per block: rule of thumb %zu B, H200 table %zu B\n", largest_rule, largest_h200);
+}
+
 // `nvfp4 tune` on one class (small rotation: the table is not meant to be fast): an ordinary
 // repacked entry per row bucket, early entries only as M <= 8 repacked, every tile valid, the
 // JSON round trip exact, and the dispatch reading the table back.
@@ -217,10 +256,11 @@ TEST(CudaTuning, AutotuneWritesAUsableTable) {
   std::vector<cuda::GemvTableEntry> rejected;
   o.early_rejected = &rejected;
   const auto t = cuda::gemv_autotune(o);
-  // The early entry of the class is either written or reported as rejected, never both.
+  // The early entry of the class is either written or reported as rejected, never both; before
+  // Hopper (no PDL) there is none to time.
   int early_written = 0;
   for (const auto& e : t) early_written += e.early;
-  EXPECT_EQ(early_written + static_cast<int>(rejected.size()), 1);
+  EXPECT_EQ(early_written + static_cast<int>(rejected.size()), cuda::hopper_paths() ? 1 : 0);
   for (const auto& e : rejected) {
     EXPECT_TRUE(e.early);
     EXPECT_EQ(e.m_max, 8);

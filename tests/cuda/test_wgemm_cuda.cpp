@@ -63,7 +63,7 @@ std::string wg_tile_name(const cuda::WgemmTile* t) {
 // graph replay give the same bits (bn 64 and 256); padded strided rows go through the prepared
 // copy.
 TEST(CudaWgemm, OneHotOracleEveryTileDeterministic) {
-  REQUIRE_GPU();
+  REQUIRE_HOPPER_PATHS();
   // bn 64 / 128 / 256, K splits 1..64, two or three consumer warpgroups (tiles[2]: the padded
   // rows; [3], [7], [9]: graphs).
   const cuda::WgemmTile tiles[] = {{64, 1},   {64, 64}, {128, 3}, {64, 7},    {128, 64},
@@ -159,7 +159,7 @@ TEST(CudaWgemm, OneHotOracleEveryTileDeterministic) {
 // sized for compute-sanitizer racecheck (scripts/device_cuda.sh sanitize), which checks the
 // ring's barrier discipline.
 TEST(CudaWgemm, SmallRunsForTheSanitizers) {
-  REQUIRE_GPU();
+  REQUIRE_HOPPER_PATHS();
   const std::uint64_t seed = 7007;
   SCOPED_TRACE("seed " + std::to_string(seed));
   const std::int64_t n = 200, k = 1024, m = 70;
@@ -188,7 +188,7 @@ TEST(CudaWgemm, SmallRunsForTheSanitizers) {
 // matches the oracle and nothing outside the output view is written (the sentinel fills each
 // row's padding too).
 TEST(CudaWgemm, EpilogueEdgesAndStrides) {
-  REQUIRE_GPU();
+  REQUIRE_HOPPER_PATHS();
   const cuda::WgemmTile tiles[] = {{64, 1}, {128, 1}, {256, 1}, {64, 1, 3}, {128, 1, 3}};
   for (const std::int64_t n : {130, 257}) {
     const std::int64_t k = 256;
@@ -251,7 +251,9 @@ TEST(CudaWgemm, PublicRoute) {
     std::string name;
     cuda::quantized_matmul_tile(MatrixView{dx.p, dt, m, k, k}, dw.view(), MatrixView{dy.p, dt, m, n, n}, nullptr, nullptr, &name);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_EQ(name.rfind("gemm_nvfp4_sm90_ws_", 0) == 0, want_gemm) << dtype_name(dt) << " M=" << m << " K=" << k << " ran " << name;
+    // Before Hopper (or without sm_90a code) these rows take the dense panel + cuBLAS.
+    EXPECT_EQ(name.rfind("gemm_nvfp4_sm90_ws_", 0) == 0, want_gemm && cuda::hopper_paths())
+        << dtype_name(dt) << " M=" << m << " K=" << k << " ran " << name;
     dy.back(y.data());
     Tensor xc = x;
     check_against_oracle(MatrixView{xc.data(), dt, m, k, k}, qw, MatrixView{y.data(), dt, m, n, n},
@@ -293,7 +295,7 @@ TEST(CudaWgemm, PickTileRule) {
 // oracle does (Inf x 0 included) and the oracle's +-Inf elsewhere; the finite rows stay within
 // tolerance. With and without a K split.
 TEST(CudaWgemm, NonFiniteActivationsPropagateLikeTheOracle) {
-  REQUIRE_GPU();
+  REQUIRE_HOPPER_PATHS();
   const std::uint64_t seed = 3232;
   SCOPED_TRACE("seed " + std::to_string(seed));
   const std::int64_t n = 272, k = 1024, m = 40;

@@ -15,6 +15,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cuda/gemv_nvfp4_sm90.h"
 #include "kernels/cuda/graph_timing.h"
 #include "kernels/cuda/matmul_cuda.h"
 #include "kernels/cuda/tuning_sm90.h"
@@ -43,8 +44,13 @@ std::vector<GemvTile> candidates(std::int64_t k, GemvLayout layout) {
 }  // namespace
 
 std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
-  if (!available()) fail("tune", "no usable CUDA device (need compute capability 9.0)");
+  if (!available()) fail("tune", "no usable CUDA device (need compute capability 8.0 or newer)");
   const int cc = device_cc();
+  // Before Hopper: no overlapped launch to time, and fewer bytes of shared memory per block.
+  const bool pdl = hopper_paths();
+  int dev = 0, smem_optin = 0;
+  ck(cudaGetDevice(&dev), "cudaGetDevice");
+  ck(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "shared memory per block");
   std::vector<std::string> classes = opts.classes;
   if (classes.empty()) {
     // All classes, minus exact shapes that are a bucket's representative (tuned there already;
@@ -123,7 +129,7 @@ std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
         // overlapped with the weights read before the wait. A tile that leaves room on the SMs
         // lets the next GEMV's blocks become resident early, so the best tile depends on the
         // launch.
-        const bool with_early = rp && m == 1 && opts.repacked_early;
+        const bool with_early = rp && pdl && m == 1 && opts.repacked_early;
         GemvTableEntry best_early = best;
         best_early.early = true;
         auto time_tile = [&](const GemvTile& tile, const RepackedMatmulOptions& o) {
@@ -143,8 +149,15 @@ std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
         plain.overlapped_launch = false;
         early.weights_read_early = true;
         for (GemvTile tile : candidates(k, layout)) {
+          GemvArgs la;  // the launch's shared memory: only the canonical M = 1 kernel's depends on the tile
+          la.packed = static_cast<const std::uint8_t*>(dp[0]);
+          la.scales = static_cast<const std::uint8_t*>(ds[0]);
+          la.n = n;
+          la.k = k;
+          la.m_rows = m;
+          if (!rp && gemv_nvfp4_sm90_smem_bytes(la, tile) > static_cast<std::size_t>(smem_optin)) continue;
           const double p_us = time_tile(tile, plain);
-          const double o_us = rp ? time_tile(tile, overlapped) : 0;
+          const double o_us = rp && pdl ? time_tile(tile, overlapped) : p_us;
           const double e_us = with_early ? time_tile(tile, early) : 0;
           // A 2% margin: near-ties (tiny shapes differ by ~0.01 us run to run) keep the
           // overlapped launch; only a measurably slower one is refused (on H200 a many-block

@@ -51,6 +51,12 @@
 #include "kernels/cuda/gemv_sm90_device.cuh"
 #include "kernels/cuda/pack2_rn.cuh"
 
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// The portable device passes (compute_80: Ampere / Ada) compile the kernel as a stub (see its
+// body), so this file's sm_90a helpers go unused there.
+#pragma nv_diag_suppress 177
+#endif
+
 namespace nvfp4::cuda {
 namespace {
 
@@ -373,6 +379,12 @@ template <int BN, bool F16, int C>
 __global__ void __launch_bounds__(ws_threads(C), 1)
     gemm_nvfp4_ws_kernel(GemvArgs p, int k_split, float* ws, const __grid_constant__ CUtensorMap act_map) {
   static_assert(C == 2 || (C == 3 && BN <= 128), "three consumer warpgroups only at bn 64 / 128");
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  // wgmma, setmaxnreg and the tensor-map copies exist only on sm_90a. The portable builds
+  // (compute_80 code for Ampere / Ada) compile this kernel too, but the host launches it only where
+  // hopper_paths() holds (matmul_cuda.cu).
+  __trap();
+#else
   constexpr int kStage = stage_bytes(BN, C), kStages = ws_stages(BN, C), kRows = ws_rows(C);
   // Registers per consumer thread where they need more than 65536 / threads (0: no setmaxnreg):
   // (65536 - 128 x 40 of the producer) / consumer threads, rounded down to a multiple of 8.
@@ -525,6 +537,7 @@ __global__ void __launch_bounds__(ws_threads(C), 1)
   wgmma_wait<0>();
 
   store_tile<BN, C, F16>(acc, reinterpret_cast<float*>(smem), p, k_split, ws, n0, wr, m0, t, tid - 128);
+#endif
 }
 
 // The activation rows as a 2D tensor map: {K elements, M rows}, row pitch a_stride * 2 bytes

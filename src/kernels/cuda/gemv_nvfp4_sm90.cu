@@ -420,20 +420,27 @@ __global__ void __launch_bounds__(512) gemv_nvfp4_wa_kernel(GemvArgs p, int k_sp
   reduce_and_store<RT, NB>(acc, red, p, warp, k_split, groups, g, t);
 }
 
+// Dynamic shared memory of the wa kernel: the warps' cp.async rings, then the partials.
+// Max: 16 warps x 4 stages x 4 slots x 640 B + 16 x 16 x 32 x 4 B = 196 KB (sm_90 allows 227 KB per
+// block; sm_80 163 KB; sm_86 / 89 99 KB, which 8 warps fit: tuning_sm90.cpp's rule of thumb).
+std::size_t wa_smem_bytes(const GemvArgs& a, const GemvTile& tile, int rt) {
+  const std::size_t warps = static_cast<std::size_t>(tile.warps_per_block);
+  return warps * kStages * 2 * rt * 32 * kWaSlotBytes + warps * a.pieces * a.m_rows * 16 * rt * sizeof(float);
+}
+
 template <bool F16, int RT, int NB>
 cudaError_t launch_wa(const GemvArgs& a, const GemvTile& tile, cudaStream_t stream) {
   const int warps = tile.warps_per_block, ks = tile.k_split;
   const int groups = warps / ks;
   const std::int64_t rows_blk = static_cast<std::int64_t>(groups) * 16 * RT;
   const std::int64_t blocks = (a.n + rows_blk - 1) / rows_blk;
-  const std::size_t smem = static_cast<std::size_t>(warps) * kStages * 2 * RT * 32 * kWaSlotBytes +
-                           static_cast<std::size_t>(warps) * a.pieces * a.m_rows * 16 * RT * sizeof(float);
-  // Max: 16 warps x 4 stages x 4 slots x 640 B + 16 x 16 x 32 x 4 B = 196 KB < 227 KB (sm_90).
+  const std::size_t smem = wa_smem_bytes(a, tile, RT);
   // Set on every launch, not cached: the attribute belongs to the current device, so a cache
   // filled on GPU 0 left the launch on any other GPU of the process without it (cudaErrorInvalidValue
-  // above 48 KB). A host-side attribute write, cheap next to the launch.
+  // above 48 KB). A host-side attribute write, cheap next to the launch. The launch's own size, not
+  // a fixed 200 KB: GPUs before Hopper refuse a value above what they allow per block.
   const cudaError_t attr = cudaFuncSetAttribute(gemv_nvfp4_wa_kernel<F16, RT, NB>,
-                                                cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
+                                                cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (attr != cudaSuccess) return attr;
   gemv_nvfp4_wa_kernel<F16, RT, NB><<<static_cast<unsigned>(blocks), warps * 32, smem, stream>>>(a, ks);
   return cudaGetLastError();
@@ -478,6 +485,14 @@ cudaError_t gemv_nvfp4_sm90(const GemvArgs& a, const GemvTile& tile_in, cudaStre
   if (mt3) return launch<false, 2, 3, 8>(a, tile, stream);
   if (a.a_f16) return launch<true, 2, 1, 8>(a, tile, stream);
   return launch<false, 2, 1, 8>(a, tile, stream);
+}
+
+std::size_t gemv_nvfp4_sm90_smem_bytes(const GemvArgs& a, const GemvTile& tile) {
+  if (wa_ok(a, tile)) return wa_smem_bytes(a, tile, tile.cols_per_warp == 32 ? 2 : 1);
+  // The first kernel: fp32 partials only, <= 16 warps x 48 rows x 16 columns x 4 B = 48 KB.
+  const bool vec16 = gemv_vec16_ok(a), mt3 = a.pieces * a.m_rows > 16;
+  const int nt = tile.cols_per_warp == 32 && vec16 && !mt3 ? 4 : 2;
+  return static_cast<std::size_t>(tile.warps_per_block) * a.pieces * a.m_rows * 8 * nt * sizeof(float);
 }
 
 const char* gemv_nvfp4_sm90_name(const GemvArgs& a, const GemvTile& tile) {

@@ -3,6 +3,7 @@
 // API layer (matmul_cuda.cu) validates once and throws.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include <cuda_runtime.h>
@@ -43,6 +44,8 @@ cudaError_t gemv_nvfp4_sm90(const GemvArgs& args, const GemvTile& tile, cudaStre
 
 // Name of the kernel variant that gemv_nvfp4_sm90 runs for these arguments (for bench rows).
 const char* gemv_nvfp4_sm90_name(const GemvArgs& args, const GemvTile& tile);
+// Dynamic shared memory per block that gemv_nvfp4_sm90's launch asks for (up to 196 KB).
+std::size_t gemv_nvfp4_sm90_smem_bytes(const GemvArgs& args, const GemvTile& tile);
 
 // Repacked weights (layout: repack_nvfp4_sm90.h): GEMV with packed/scales in the gemv_sm90
 // layout (N % 16 == 0, K % 128 == 0, bf16 operand rows, pieces * m_rows <= 32 with one row

@@ -30,10 +30,18 @@ __device__ __forceinline__ std::uint32_t prmt(std::uint32_t a, std::uint32_t b, 
 template <bool F16>
 __device__ __forceinline__ std::uint32_t mul2(std::uint32_t a, std::uint32_t b) {
   std::uint32_t d;
-  if constexpr (F16)
+  if constexpr (F16) {
     asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  else
+  } else {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
     asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#else
+    // mul.bf16x2 is sm_90+ (PTX ISA). On sm_80..89 the same product: a * b + (-0) rounds once,
+    // like the multiply, and adding -0 keeps every result, a signed zero's sign included; bf16
+    // arithmetic keeps subnormals (no .ftz form exists for it).
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+#endif
+  }
   return d;
 }
 
@@ -70,8 +78,22 @@ __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_gr
 // kernel on the stream be scheduled once every block of this grid has issued it (its blocks then
 // fill SMs as ours retire); wait blocks until every prerequisite grid has completed and its
 // memory operations are visible. Both are no-ops when the launch did not ask for PDL.
-__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+// Before sm_90 there is no PDL: the host never asks for it there (hopper_paths()), and both are
+// compiler barriers only, so no load moves across them on any target.
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#else
+  asm volatile("" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#else
+  asm volatile("" ::: "memory");
+#endif
+}
 
 // The repacked layout's decode (repack_nvfp4_sm90.h): one 32-bit word -> the 4 bf16x2 A-fragment
 // registers of one mma step (e2m1 * 2^-126 each), 9 integer ops.

@@ -87,6 +87,7 @@ __global__ void prep_activations(const void* x, int dtype, std::int64_t x_stride
 struct DeviceInfo {
   int cc = 0;
   int sms = 0;
+  int smem_optin = 0;  // shared memory one block may opt in to (H200 227 KB, A100 163 KB, Ada 99 KB)
 };
 
 // Per device, filled on first use. Guarded: engines call the API from several host threads (one
@@ -102,6 +103,7 @@ DeviceInfo device_info() {
     cudaDeviceProp prop{};
     if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return {};
     cache[dev].sms = prop.multiProcessorCount;
+    cache[dev].smem_optin = static_cast<int>(prop.sharedMemPerBlockOptin);
     cache[dev].cc = prop.major * 10 + prop.minor;
   }
   return cache[dev];
@@ -251,8 +253,18 @@ bool available() {
     cudaGetLastError();
     return false;
   }
-  // The kernels are built for sm_90a only (arch-specific code runs on compute capability 9.0).
-  return device_info().cc == 90;
+  // Every kernel but the wgmma GEMM is also built for sm_80 (SASS, which Ampere and Ada run) and
+  // as compute_80 PTX (JIT-compiled by the driver for newer GPUs): CMakeLists.txt.
+  return device_info().cc >= 80;
+}
+
+bool hopper_paths() {
+#if NVFP4_CUDA_SM90A
+  // The sm_90a SASS runs on compute capability 9.0 only (arch-specific code, HOPPER.md).
+  return device_info().cc == 90;  // 0 without a device
+#else
+  return false;  // a build without sm_90a code (NVFP4_CUDA_GENCODE): the portable kernels only
+#endif
 }
 
 int device_cc() { return device_info().cc; }
@@ -264,7 +276,7 @@ void quantized_matmul_tile(const MatrixView& x, const WeightView& w, const Matri
   if (x.rows == 0) return;
   const std::string shape = shape_of(x, w);
   if (!available())
-    fail(op, "no usable CUDA device (need compute capability 9.0, found " + std::to_string(device_cc()) + ") for " + shape);
+    fail(op, "no usable CUDA device (need compute capability 8.0 or newer, found " + std::to_string(device_cc()) + ") for " + shape);
   if (reinterpret_cast<std::uintptr_t>(w.packed) % 8 != 0)
     fail(op, "packed weight pointer must be 8-byte aligned (" + shape + ")");
   if (w.n > (std::int64_t{1} << 31) || w.k > (std::int64_t{1} << 30))
@@ -273,7 +285,7 @@ void quantized_matmul_tile(const MatrixView& x, const WeightView& w, const Matri
   require_valid_tile(op, tile_in);
   cudaStream_t stream = static_cast<cudaStream_t>(stream_v);
   if (!tile_in && x.rows > kMaxRows) {
-    if (x.rows <= kWgemmMaxRows && wgemm_applies(x, w)) {
+    if (x.rows <= kWgemmMaxRows && hopper_paths() && wgemm_applies(x, w)) {
       run_wgemm(op, shape, x, w, y, stream, nullptr, kernel_name);
       return;
     }
@@ -285,9 +297,18 @@ void quantized_matmul_tile(const MatrixView& x, const WeightView& w, const Matri
   // 16-bit rows the kernel can read in place go direct; fp32 becomes 3 exact bf16 pieces (48
   // virtual rows for 16 real rows: one launch per 16 rows either way).
   const bool direct = x.dtype != DType::kF32 && rows_readable_in_place(x, w.k);
+  const int smem_optin = device_info().smem_optin;
   std::string name;
   run_row_chunks(op, shape, x, y, x.dtype == DType::kF32 ? 3 : 1, direct, kMaxRows, stream, weight_args(w),
                  [&](const GemvArgs& la) {
+    // A tile whose shared memory this GPU cannot give (an explicit one, or a table written for
+    // another GPU) is refused by name rather than failing in the launch.
+    const std::size_t smem = gemv_nvfp4_sm90_smem_bytes(la, tile);
+    if (smem > static_cast<std::size_t>(smem_optin))
+      fail(op, "tile cols_per_warp=" + std::to_string(tile.cols_per_warp) + " warps_per_block=" +
+                   std::to_string(tile.warps_per_block) + " k_split=" + std::to_string(tile.k_split) + " needs " +
+                   std::to_string(smem) + " bytes of shared memory per block; this GPU allows " +
+                   std::to_string(smem_optin) + " (" + shape + ")");
     if (name.empty()) name = gemv_nvfp4_sm90_name(la, tile);
     return gemv_nvfp4_sm90(la, tile, stream);
   });
@@ -306,7 +327,7 @@ std::string validate_forced_path(const char* op, const MatrixView& x, const Weig
   validate_matmul(op, x, w, y);
   const std::string shape = shape_of(x, w);
   if (x.rows == 0) return shape;
-  if (!available()) fail(op, "no usable CUDA device (need compute capability 9.0) for " + shape);
+  if (!available()) fail(op, "no usable CUDA device (need compute capability 8.0 or newer) for " + shape);
   require_device_pointers(op, shape, w.packed, w.scales, x.data, y.data);
   return shape;
 }
@@ -318,6 +339,9 @@ void quantized_matmul_wgemm(const MatrixView& x, const WeightView& w, const Matr
   const char* op = "cuda::quantized_matmul (wgmma GEMM)";
   const std::string shape = validate_forced_path(op, x, w, y);
   if (x.rows == 0) return;
+  if (!hopper_paths())
+    fail(op, "needs an sm_90 GPU (H100 / H200) and a build with sm_90a code; this device has compute capability " +
+                 std::to_string(device_cc()) + " (" + shape + ")");
   if (!wgemm_applies(x, w))
     fail(op, "needs bf16 or fp16 activations, K % 64 == 0, a 16-byte aligned packed and 4-byte aligned scale base, N <= 8388480 (" +
                  shape + ")");
@@ -336,7 +360,7 @@ void repack_for_gemv_sm90(const WeightView& w, std::uint8_t* packed_out, std::ui
   const char* op = "cuda::repack_for_gemv_sm90";
   const std::string shape = "N=" + std::to_string(w.n) + " K=" + std::to_string(w.k);
   if (!repack_for_gemv_sm90_supported(w.n, w.k)) fail(op, "needs N % 16 == 0 and K % 128 == 0 (got " + shape + ")");
-  if (!available()) fail(op, "no usable CUDA device (need compute capability 9.0) for " + shape);
+  if (!available()) fail(op, "no usable CUDA device (need compute capability 8.0 or newer) for " + shape);
   require_device_pointers(op, shape, {{w.packed, "packed"}, {w.scales, "scales"}, {packed_out, "packed output"},
                                      {scales_out, "scales output"}});
   if (reinterpret_cast<std::uintptr_t>(packed_out) % 16 != 0 || reinterpret_cast<std::uintptr_t>(scales_out) % 4 != 0)
@@ -362,7 +386,7 @@ std::string validate_repacked(const char* op, const MatrixView& x, const Repacke
   const std::string shape = shape_of(x, wv);
   if (!repack_for_gemv_sm90_supported(w.n, w.k)) fail(op, "repacked weights need N % 16 == 0 and K % 128 == 0 (" + shape + ")");
   if (x.rows == 0) return shape;
-  if (!available()) fail(op, "no usable CUDA device (need compute capability 9.0) for " + shape);
+  if (!available()) fail(op, "no usable CUDA device (need compute capability 8.0 or newer) for " + shape);
   if (reinterpret_cast<std::uintptr_t>(w.packed) % 16 != 0 || reinterpret_cast<std::uintptr_t>(w.scales) % 4 != 0)
     fail(op, "repacked packed/scales must be 16/4-byte aligned (" + shape + ")");
   if (w.n > (std::int64_t{1} << 30) || w.k > (std::int64_t{1} << 26)) fail(op, "shape too large (" + shape + ")");
@@ -385,7 +409,7 @@ void run_rgemm(const char* op, const std::string& shape, const MatrixView& x, co
   const int pieces = repacked_pieces(x.dtype);
   const bool direct = pieces == 1 && rows_readable_in_place(x, w.k);
   GemvArgs a = weight_args(as_weight_view(w));
-  a.pdl = options.overlapped_launch;
+  a.pdl = options.overlapped_launch && hopper_paths();  // PDL is sm_90+
   const RgemmTile tile = tile_in ? *tile_in : rgemm_pick_tile(device_info().sms, w.n, w.k, pieces * x.rows);
   run_row_chunks(op, shape, x, y, pieces, direct, static_cast<int>(std::min<std::int64_t>(x.rows, 1 << 30)), stream, a,
                  [&](const GemvArgs& la) {
@@ -423,7 +447,7 @@ void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightVie
   // one wide launch of up to 32.
   const bool direct = pieces == 1 && rows_readable_in_place(x, w.k);
   GemvArgs a = weight_args(as_weight_view(w));
-  a.pdl = options.overlapped_launch;
+  a.pdl = options.overlapped_launch && hopper_paths();  // PDL is sm_90+: elsewhere the plain launch
   a.early_weights = options.weights_read_early;
   const int cc = tile_in ? 0 : device_cc();
   std::string name;
@@ -489,7 +513,7 @@ void quantized_matmul_host(const MatrixView& x, const WeightView& w, const Matri
   validate_matmul(op, x, w, y);
   if (x.rows == 0) return;
   if (!available())
-    fail(op, "backend=cuda requested but no usable CUDA device is present (need compute capability 9.0) for " +
+    fail(op, "backend=cuda requested but no usable CUDA device is present (need compute capability 8.0 or newer) for " +
                  shape_of(x, w));
   const int es = dtype_size(x.dtype);
   const std::size_t xb = static_cast<std::size_t>((x.rows - 1) * x.stride + x.cols) * es;

@@ -219,11 +219,13 @@ GemvTile gemv_lookup_tile(int cc, std::int64_t n, std::int64_t k, GemvLayout lay
   static const std::vector<GemvTableEntry> builtin = gemv_builtin_table();
   if (const auto* e = gemv_find_entry(builtin, cc, n, k, layout, m, early)) return tile_of(*e);
   // Rule of thumb for GPUs without an entry: split K more when there are few columns, so
-  // every SM gets enough 16-byte loads in flight.
+  // every SM gets enough 16-byte loads in flight. At most 8 warps per block: the canonical M = 1
+  // kernel's shared memory (~83 KB at 8 warps of 32 columns) then fits every GPU it runs on, the
+  // 99 KB per block of sm_86 / sm_89 included (gemv_nvfp4_sm90.cu).
   GemvTile t;
   t.cols_per_warp = 32;
   const std::int64_t col_tiles = (n + 31) / 32;
-  t.k_split = col_tiles >= 1024 ? 1 : (col_tiles >= 256 ? 4 : 16);
+  t.k_split = col_tiles >= 1024 ? 1 : (col_tiles >= 256 ? 4 : 8);
   if (t.k_split * 128 > k) t.k_split = 1;
   t.warps_per_block = t.k_split < 4 ? 4 : t.k_split;
   t.early_ok = false;  // never measured
