@@ -83,7 +83,8 @@ else
 fi
 say "SASS check (16-byte weight loads, no local memory)"
 if command -v cuobjdump >/dev/null; then
-  cuobjdump -sass "$TB" > /tmp/sass.txt 2>/dev/null
+  # Hopper's code only: the binaries also hold sm_80 code (no PDL there), which these checks are not about.
+  cuobjdump -sass -arch sm_90a "$TB" > /tmp/sass.txt 2>/dev/null
   awk '/Function :/ {f=$3} /LDG.E.128.CONSTANT|LDG.E.64.CONSTANT|LDG.E.128|LDL|STL|HMMA/ {
          for (i=1;i<=NF;i++) if ($i ~ /^(LDG|LDL|STL|HMMA)/) {c[f" "$i]++; break}}
        END {for (k in c) print c[k], k}' /tmp/sass.txt | grep gemv_nvfp4 | sort -k2 | head -60

@@ -306,9 +306,9 @@ cudaError_t launch_rp(const GemvArgs& a, const GemvTile& tile, cudaStream_t stre
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = a.pdl ? 1 : 0;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cfg.numAttrs = a.pdl ? 1 : 0;  // a plain launch carries no attribute (no PDL before sm_90)
   return cudaLaunchKernelEx(&cfg, gemv_nvfp4_rp_kernel<RT, NB, EARLY>, a, ks);
 }
 

@@ -16,6 +16,7 @@
 
 #include "kernels/cuda/gemv_nvfp4_sm90.h"
 #include "kernels/cuda/repack_nvfp4_sm90.h"
+#include "nvfp4/cuda.h"
 #include "nvfp4/dtype.h"
 
 namespace nvfp4::cuda {
@@ -247,7 +248,8 @@ __global__ void finalize_k_split(GemvArgs p, int k_split, const float* ws) {
   }
 }
 
-// Launch with the programmatic-dependent-launch attribute set to `pdl` (cudaLaunchKernelExC).
+// Launch with the programmatic-dependent-launch attribute when `pdl` (cudaLaunchKernelExC); a
+// plain launch carries no attribute at all (GPUs before sm_90 have no PDL).
 inline cudaError_t launch_pdl(const void* fn, dim3 grid, dim3 block, std::size_t smem, bool pdl, cudaStream_t stream,
                               void** args) {
   cudaLaunchConfig_t cfg{};
@@ -257,21 +259,24 @@ inline cudaError_t launch_pdl(const void* fn, dim3 grid, dim3 block, std::size_t
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cfg.numAttrs = pdl ? 1 : 0;
   return cudaLaunchKernelExC(&cfg, fn, args);
 }
 
-// The K split's second kernel after a GEMM on `stream`, overlapped (it waits for the GEMM's
-// writes before reading): ~one thread per output, at most 4096 blocks.
+// The K split's second kernel after a GEMM on `stream`: ~one thread per output, at most 4096
+// blocks. Overlapped on Hopper (it waits for the GEMM's writes before reading); elsewhere plain:
+// code built for sm_80 has no griddepcontrol.wait, so an overlapped launch of it could read the
+// partials before the GEMM has written them.
 inline cudaError_t launch_finalize_k_split(const GemvArgs& a, int k_split, const float* ws, cudaStream_t stream) {
   const std::int64_t total = static_cast<std::int64_t>(a.m_rows) * a.n;
   const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>((total + 255) / 256, 4096));
   GemvArgs args = a;
   int ks = k_split;
   void* fargs[] = {&args, &ks, &ws};
-  return launch_pdl(reinterpret_cast<const void*>(finalize_k_split<>), dim3(blocks), dim3(256), 0, true, stream, fargs);
+  return launch_pdl(reinterpret_cast<const void*>(finalize_k_split<>), dim3(blocks), dim3(256), 0, hopper_paths(), stream,
+                    fargs);
 }
 
 // A GEMM launch (kernel arguments: GemvArgs, k_split, float* workspace) with its K split: the
