@@ -244,7 +244,7 @@ cudaError_t launch_rg(const GemvArgs& a, const RgemmTile& t, void* workspace, cu
 
 bool rgemm_tile_valid(const RgemmTile& t) { return (t.nb == 4 || t.nb == 8) && t.k_split >= 1 && t.k_split <= 64; }
 
-// Measured on H200 (docs/perf-cuda.md 21; bench/results/cuda-2026-12-01-h200-rgemm-sweep.json,
+// Measured on H200 (docs/perf-cuda.md 21; bench/results/cuda-2026-12-01-h200-rgemm-sweep.json.gz,
 // five block shapes x K splits at M = 32..256): 8 warps of 16 rows (80 registers, 24 warps per
 // SM) won or came within 3% of the best at every shape; 64 activation rows per block where the
 // row blocks x m-blocks of 64 already fill half the SMs (M = 64: the lm_head 257.7 against 292.8

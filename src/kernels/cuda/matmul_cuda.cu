@@ -458,7 +458,7 @@ void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightVie
     const std::int64_t vrows = std::int64_t{la.pieces} * la.m_rows;
     // The early-weights launch at <= 8 virtual rows (the M <= 8 kernel; its entries are tuned at
     // M = 1). Back to back with itself it measured 3-5% slower at M = 4 and 8 (4096 x 14336, 16384^2;
-    // bench/results/cuda-2026-11-30-h200-bench-9905bfc.json), but in the batched decode that
+    // bench/results/cuda-2026-11-30-h200-bench-9905bfc.json.gz), but in the batched decode that
     // launch serves it is faster: Llama-3-8B at B = 4 sequences -4.93% per step with this gate,
     // -5.09% in the run of the final code; early at every shape B = 2 / 4 / 8 -5.45% / -5.15% /
     // -4.71% (`nvfp4 compare --batch B`, H200, 2026-12-01; docs/perf-cuda.md 19.2).

@@ -50,7 +50,7 @@ const GemvTableEntry kBuiltin[] = {
     {90, "n_large/k_large", {32, 4, 4}, 216.20}, // 65536 x 12288
     // Repacked layout (quantized_matmul_repacked, gemv_nvfp4_rp_kernel). M <= 8: `nvfp4 tune
     // --layout repacked` on an H200, 2026-11-30 (M=1 bf16, rotated weights, graph medians, us;
-    // bench/results/cuda-2026-11-30-h200-tuning-rp.json). Every winner has 16 rows per warp.
+    // bench/results/cuda-2026-11-30-h200-tuning-rp.json.gz). Every winner has 16 rows per warp.
     {90, "n_small/k_small", {16, 4, 4}, 2.63, GemvLayout::kRepacked, 8},      // 4096 x 512
     {90, "n_small/k_mid", {16, 16, 16}, 5.34, GemvLayout::kRepacked, 8},     // 4096 x 4096
     {90, "n_small/k_large", {16, 16, 16}, 11.63, GemvLayout::kRepacked, 8},  // 4096 x 14336
@@ -87,7 +87,7 @@ const GemvTableEntry kBuiltin[] = {
     // took the decode gain of the early launch from -1.60% to -3.79% (`nvfp4 compare`, same H200,
     // 22:50 UTC; bench/results/compare-2026-11-30-h200-early-table-*); without it the decode is
     // 2.43% slower (06c9cf0). `nvfp4 tune`'s decode check writes the same entry (566d8ea, 8-layer
-    // decode 428.1 -> 420.4 us; bench/results/device-2026-11-30-h200-tune-decode-check-566d8ea.log).
+    // decode 428.1 -> 420.4 us; bench/results/device-2026-11-30-h200-tune-decode-check-566d8ea.log.gz).
     {90, "n_small/k_mid", {16, 16, 16}, 4.57, GemvLayout::kRepacked, 8, true},     // 4096 x 4096 [4.29]
     // M = 9..16 per launch (the NB = 2 kernel): `nvfp4 tune --layout repacked` on an H200,
     // 2026-11-30 16:45 UTC, after rp<1,2> went to two buffers / 64 registers (M=16 bf16, rotated
