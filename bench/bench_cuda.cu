@@ -237,7 +237,7 @@ void poison(void* dy, std::size_t bytes) {
 }  // namespace
 
 std::vector<Row> run_cuda(const Options& opts) {
-  if (!cuda::available()) fail("bench", "backend cuda: no usable CUDA device (need compute capability 8.0 or newer)");
+  if (!cuda::available()) fail("bench", "backend cuda: " + cuda::unavailable_reason());
   std::vector<Row> rows;
   const double ceiling = copy_ceiling_gbps();
   cudaStream_t st;

@@ -98,7 +98,7 @@ std::int64_t max_repacked_rows(const ReplayOptions& o) { return o.mode == Replay
 class CudaReplay final : public ReplayEngine {
  public:
   CudaReplay(const ReplayOptions& o, const std::vector<Linear>& ls, bool dense) : o_(o), ls_(ls), dense_(dense) {
-    if (!cuda::available()) fail("bench", "cuda replay: no usable CUDA device");
+    if (!cuda::available()) fail("bench", "cuda replay: " + cuda::unavailable_reason());
     size_t free0 = 0, total = 0;
     ck(cudaMemGetInfo(&free0, &total), "cudaMemGetInfo");
     info_.variant = dense ? "dense_bf16" : "nvfp4";
@@ -334,7 +334,7 @@ std::unique_ptr<ReplayEngine> make_cuda_replay(const ReplayOptions& o, const std
 }
 
 double cuda_mem_free_bytes() {
-  if (!cuda::available()) fail("bench", "no usable CUDA device");
+  if (!cuda::available()) fail("bench", "cuda: " + cuda::unavailable_reason());
   size_t f = 0, t = 0;
   ck(cudaMemGetInfo(&f, &t), "cudaMemGetInfo");
   return static_cast<double>(f);
@@ -348,7 +348,7 @@ double cuda_l2_bytes() {
 }
 
 double cuda_read_bandwidth_gbps() {
-  if (!cuda::available()) fail("bench", "no usable CUDA device");
+  if (!cuda::available()) fail("bench", "cuda: " + cuda::unavailable_reason());
   const std::size_t bytes = std::size_t{2} << 30;  // 2 GiB: 34x the H200's 60 MiB L2
   DevBuf buf(bytes), out(16);
   fill(buf.p, bytes, 99, 0);

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "nvfp4/tensor.h"
 
@@ -22,6 +23,9 @@ bool compiled();   // this build contains the CUDA kernels
 // measured on Hopper (H200); Ampere / Ada (sm_80 / 86 / 89) run the same GEMV and repacked-GEMM
 // kernels from sm_80 code, newer GPUs from compute_80 PTX that the driver compiles on first use.
 bool available();
+// Empty when available(); else why not, in one sentence (no device, a GPU older than sm_80, or a
+// build without code for this GPU).
+std::string unavailable_reason();
 // available() on an sm_90 GPU with this build's sm_90a code: the wgmma GEMM (17..1024 rows) and
 // the overlapped (PDL) launches. Elsewhere those rows take the dense panel + cuBLAS and every
 // launch is a plain one; the results are the same functions within the documented tolerances.

@@ -70,7 +70,7 @@ void run_bench(BenchArgs& a) {
   if (!(a.seconds >= 0)) fail("bench", "--seconds must be >= 0");
   const std::string backend = a.w.resolved_backend();
   if (backend == "cuda" && !cuda::available())
-    fail("bench", "--backend cuda: no usable CUDA device (or this build has no CUDA backend)");
+    fail("bench", "--backend cuda: " + cuda::unavailable_reason());
 
   if (a.serve) {
     const ReplayMode m = a.w.mode == "prefill" ? ReplayMode::kPrefill : ReplayMode::kDecode;

@@ -141,7 +141,7 @@ void run_tune(const TuneArgs& a) {
   if (a.decode_rounds < 2) fail("tune", "--decode-rounds must be >= 2 (got " + std::to_string(a.decode_rounds) + ")");
   if (a.decode_model != "none") (void)bench::load_model(a.decode_model);  // a bad name fails before the tuning
   if (!cuda::compiled()) fail("tune", "no CUDA backend in this build of nvfp4 (configure with nvcc on PATH)");
-  if (!cuda::available()) fail("tune", "no CUDA backend usable here: no CUDA device of compute capability 8.0 or newer");
+  if (!cuda::available()) fail("tune", "no CUDA backend usable here: " + cuda::unavailable_reason());
   cuda::TuneOptions opts;
   opts.classes = a.shapes;
   opts.reps = a.reps;

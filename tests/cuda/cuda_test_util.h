@@ -34,7 +34,7 @@ namespace cudatest {
     const cudaError_t e_ = cudaGetDeviceCount(&count_);                                           \
     if (e_ != cudaSuccess || count_ == 0)                                                          \
       GTEST_SKIP() << "no CUDA device: " << (e_ != cudaSuccess ? cudaGetErrorString(e_) : "0 devices"); \
-    if (!cuda::available()) GTEST_SKIP() << "no CUDA device: need compute capability 8.0 or newer"; \
+    if (!cuda::available()) GTEST_SKIP() << "no usable CUDA device: " << cuda::unavailable_reason(); \
   } while (0)
 
 // The wgmma GEMM: sm_90 GPUs in builds with sm_90a code only (cuda::hopper_paths()).

@@ -208,6 +208,23 @@ TEST(CudaGemv, PublicBackendRoute) {
                        MatrixView{const_cast<void*>(y.data()), DType::kF32, 3, 64, 64}, "Backend::kCuda");
 }
 
+// Runs everywhere (CI has no GPU): available() and its reason agree, and without a usable GPU a
+// call that asks for the CUDA backend fails with that reason, not with a CUDA error code.
+TEST(CudaGemv, UnavailableSaysWhy) {
+  const std::string why = cuda::unavailable_reason();
+  EXPECT_EQ(cuda::available(), why.empty()) << why;
+  std::printf("cuda::available() %d%s%s\n", cuda::available(), why.empty() ? "" : ": ", why.c_str());
+  if (cuda::available()) return;
+  const QuantizedWeight qw = random_weight(32, 64, 11);
+  const Tensor x = random_x(DType::kBF16, 1, 64, 12);
+  try {
+    (void)quantized_matmul(x, qw, Backend::kCuda);
+    ADD_FAILURE() << "Backend::kCuda ran without a usable GPU";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+  }
+}
+
 // The wgmma GEMM and the PDL launches run exactly where they can: an sm_90 GPU and a build with
 // sm_90a code. Everywhere else (GPUs before Hopper, the portable build of scripts/device_cuda.sh
 // "portable") the same calls take the portable kernels, which the other tests then check.

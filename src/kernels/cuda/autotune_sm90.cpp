@@ -44,7 +44,7 @@ std::vector<GemvTile> candidates(std::int64_t k, GemvLayout layout) {
 }  // namespace
 
 std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
-  if (!available()) fail("tune", "no usable CUDA device (need compute capability 8.0 or newer)");
+  if (!available()) fail("tune", unavailable_reason());
   const int cc = device_cc();
   // Before Hopper: no overlapped launch to time, and fewer bytes of shared memory per block.
   const bool pdl = hopper_paths();

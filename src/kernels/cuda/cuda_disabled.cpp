@@ -6,6 +6,7 @@ namespace nvfp4::cuda {
 bool compiled() { return false; }
 bool available() { return false; }
 bool hopper_paths() { return false; }
+std::string unavailable_reason() { return "this build of nvfp4 has no CUDA backend (configure with nvcc on PATH)"; }
 std::size_t scratch_bytes() { return 0; }
 void release_scratch() {}
 void quantized_matmul(const MatrixView&, const WeightView&, const MatrixView&, void*) {

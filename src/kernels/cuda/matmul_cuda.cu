@@ -88,6 +88,7 @@ struct DeviceInfo {
   int cc = 0;
   int sms = 0;
   int smem_optin = 0;  // shared memory one block may opt in to (H200 227 KB, A100 163 KB, Ada 99 KB)
+  bool has_code = false;  // this build holds device code the GPU can run (NVFP4_CUDA_GENCODE)
 };
 
 // Per device, filled on first use. Guarded: engines call the API from several host threads (one
@@ -104,6 +105,11 @@ DeviceInfo device_info() {
     if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return {};
     cache[dev].sms = prop.multiProcessorCount;
     cache[dev].smem_optin = static_cast<int>(prop.sharedMemPerBlockOptin);
+    // A kernel of this file as the probe: its attributes exist only if the binary has SASS for
+    // this GPU or PTX the driver can compile for it (a Hopper-only build on an A100 has neither).
+    cudaFuncAttributes fa{};
+    cache[dev].has_code = cudaFuncGetAttributes(&fa, prep_activations) == cudaSuccess;
+    if (!cache[dev].has_code) cudaGetLastError();  // clear
     cache[dev].cc = prop.major * 10 + prop.minor;
   }
   return cache[dev];
@@ -247,16 +253,26 @@ void run_wgemm(const char* op, const std::string& shape, const MatrixView& x, co
 
 bool compiled() { return true; }
 
-bool available() {
+std::string unavailable_reason() {
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0) {
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n <= 0) {
     cudaGetLastError();
-    return false;
+    return std::string("no CUDA device (") + (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices") + ")";
   }
   // Every kernel but the wgmma GEMM is also built for sm_80 (SASS, which Ampere and Ada run) and
   // as compute_80 PTX (JIT-compiled by the driver for newer GPUs): CMakeLists.txt.
-  return device_info().cc >= 80;
+  const DeviceInfo d = device_info();
+  if (d.cc < 80)
+    return "the current GPU has compute capability " + std::to_string(d.cc / 10) + "." + std::to_string(d.cc % 10) +
+           "; nvfp4 needs 8.0 or newer (mma.sync bf16, cp.async)";
+  if (!d.has_code)
+    return "this build has no device code for compute capability " + std::to_string(d.cc / 10) + "." +
+           std::to_string(d.cc % 10) + " (rebuild with NVFP4_CUDA_GENCODE covering it, e.g. the default)";
+  return "";
 }
+
+bool available() { return unavailable_reason().empty(); }
 
 bool hopper_paths() {
 #if NVFP4_CUDA_SM90A
@@ -275,8 +291,7 @@ void quantized_matmul_tile(const MatrixView& x, const WeightView& w, const Matri
   validate_matmul(op, x, w, y);
   if (x.rows == 0) return;
   const std::string shape = shape_of(x, w);
-  if (!available())
-    fail(op, "no usable CUDA device (need compute capability 8.0 or newer, found " + std::to_string(device_cc()) + ") for " + shape);
+  if (!available()) fail(op, unavailable_reason() + " (" + shape + ")");
   if (reinterpret_cast<std::uintptr_t>(w.packed) % 8 != 0)
     fail(op, "packed weight pointer must be 8-byte aligned (" + shape + ")");
   if (w.n > (std::int64_t{1} << 31) || w.k > (std::int64_t{1} << 30))
@@ -327,7 +342,7 @@ std::string validate_forced_path(const char* op, const MatrixView& x, const Weig
   validate_matmul(op, x, w, y);
   const std::string shape = shape_of(x, w);
   if (x.rows == 0) return shape;
-  if (!available()) fail(op, "no usable CUDA device (need compute capability 8.0 or newer) for " + shape);
+  if (!available()) fail(op, unavailable_reason() + " (" + shape + ")");
   require_device_pointers(op, shape, w.packed, w.scales, x.data, y.data);
   return shape;
 }
@@ -360,7 +375,7 @@ void repack_for_gemv_sm90(const WeightView& w, std::uint8_t* packed_out, std::ui
   const char* op = "cuda::repack_for_gemv_sm90";
   const std::string shape = "N=" + std::to_string(w.n) + " K=" + std::to_string(w.k);
   if (!repack_for_gemv_sm90_supported(w.n, w.k)) fail(op, "needs N % 16 == 0 and K % 128 == 0 (got " + shape + ")");
-  if (!available()) fail(op, "no usable CUDA device (need compute capability 8.0 or newer) for " + shape);
+  if (!available()) fail(op, unavailable_reason() + " (" + shape + ")");
   require_device_pointers(op, shape, {{w.packed, "packed"}, {w.scales, "scales"}, {packed_out, "packed output"},
                                      {scales_out, "scales output"}});
   if (reinterpret_cast<std::uintptr_t>(packed_out) % 16 != 0 || reinterpret_cast<std::uintptr_t>(scales_out) % 4 != 0)
@@ -386,7 +401,7 @@ std::string validate_repacked(const char* op, const MatrixView& x, const Repacke
   const std::string shape = shape_of(x, wv);
   if (!repack_for_gemv_sm90_supported(w.n, w.k)) fail(op, "repacked weights need N % 16 == 0 and K % 128 == 0 (" + shape + ")");
   if (x.rows == 0) return shape;
-  if (!available()) fail(op, "no usable CUDA device (need compute capability 8.0 or newer) for " + shape);
+  if (!available()) fail(op, unavailable_reason() + " (" + shape + ")");
   if (reinterpret_cast<std::uintptr_t>(w.packed) % 16 != 0 || reinterpret_cast<std::uintptr_t>(w.scales) % 4 != 0)
     fail(op, "repacked packed/scales must be 16/4-byte aligned (" + shape + ")");
   if (w.n > (std::int64_t{1} << 30) || w.k > (std::int64_t{1} << 26)) fail(op, "shape too large (" + shape + ")");
@@ -512,9 +527,7 @@ void quantized_matmul_host(const MatrixView& x, const WeightView& w, const Matri
   const char* op = "quantized_matmul";
   validate_matmul(op, x, w, y);
   if (x.rows == 0) return;
-  if (!available())
-    fail(op, "backend=cuda requested but no usable CUDA device is present (need compute capability 8.0 or newer) for " +
-                 shape_of(x, w));
+  if (!available()) fail(op, "backend=cuda requested, but " + unavailable_reason() + " (" + shape_of(x, w) + ")");
   const int es = dtype_size(x.dtype);
   const std::size_t xb = static_cast<std::size_t>((x.rows - 1) * x.stride + x.cols) * es;
   const std::size_t yb = static_cast<std::size_t>((y.rows - 1) * y.stride + y.cols) * es;
