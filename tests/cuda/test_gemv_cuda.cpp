@@ -225,6 +225,24 @@ TEST(CudaGemv, UnavailableSaysWhy) {
   }
 }
 
+// Host code, runs everywhere: which GPUs a build's device code runs on (CUDA programming guide,
+// binary and PTX compatibility).
+TEST(CudaGemv, BuildTargetsAndTheGpusTheyRunOn) {
+  const std::string dflt = "sm_90a,sm_80,compute_80";  // the default NVFP4_CUDA_GENCODE
+  for (const int cc : {80, 86, 87, 89, 90, 100, 120}) EXPECT_TRUE(cuda::build_has_code_for(cc, dflt)) << cc;
+  for (const int cc : {0, 61, 70, 75}) EXPECT_FALSE(cuda::build_has_code_for(cc, dflt)) << cc;
+  EXPECT_TRUE(cuda::build_has_code_for(90, "sm_90a"));
+  EXPECT_FALSE(cuda::build_has_code_for(86, "sm_90a"));   // a Hopper-only build on an A10
+  EXPECT_FALSE(cuda::build_has_code_for(100, "sm_90a"));  // arch-specific: 9.0 only
+  EXPECT_FALSE(cuda::build_has_code_for(100, "compute_90a"));
+  EXPECT_TRUE(cuda::build_has_code_for(89, "sm_80"));     // same major, newer minor
+  EXPECT_FALSE(cuda::build_has_code_for(90, "sm_80"));
+  EXPECT_FALSE(cuda::build_has_code_for(80, "sm_86"));
+  EXPECT_TRUE(cuda::build_has_code_for(90, "compute_80"));  // the portable check build on an H200
+  EXPECT_TRUE(cuda::build_has_code_for(86, "sm_90a,compute_86"));
+  EXPECT_FALSE(cuda::build_has_code_for(90, ""));
+}
+
 // The wgmma GEMM and the PDL launches run exactly where they can: an sm_90 GPU and a build with
 // sm_90a code. Everywhere else (GPUs before Hopper, the portable build of scripts/device_cuda.sh
 // "portable") the same calls take the portable kernels, which the other tests then check.

@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <initializer_list>
 #include <mutex>
 #include <string>
@@ -88,8 +89,35 @@ struct DeviceInfo {
   int cc = 0;
   int sms = 0;
   int smem_optin = 0;  // shared memory one block may opt in to (H200 227 KB, A100 163 KB, Ada 99 KB)
-  bool has_code = false;  // this build holds device code the GPU can run (NVFP4_CUDA_GENCODE)
 };
+
+}  // namespace
+
+// True when this build holds device code a GPU of compute capability `cc` runs (CUDA
+// programming guide, "binary compatibility"): SASS for sm_XY runs on X.Z with Z >= Y; PTX for
+// compute_XY is compiled by the driver for any cc >= XY; arch-specific code (sm_XYa, compute_XYa)
+// runs on X.Y only. `codes` is the
+// build's list, e.g. "sm_90a,sm_80,compute_80" (CMakeLists.txt, NVFP4_CUDA_CODES). Read from the
+// build rather than probed through the driver, which would load a module on first use (perhaps
+// inside a caller's stream capture).
+bool build_has_code_for(int cc, const std::string& codes) {
+  std::size_t at = 0;
+  while (at <= codes.size()) {
+    const std::size_t end = std::min(codes.find(',', at), codes.size());
+    const std::string c = codes.substr(at, end - at);
+    at = end + 1;
+    const bool sass = c.rfind("sm_", 0) == 0, ptx = c.rfind("compute_", 0) == 0;
+    if (!sass && !ptx) continue;
+    const std::string num = c.substr(sass ? 3 : 8);
+    if (num.size() < 2) continue;
+    const int v = std::atoi(num.c_str());
+    const bool arch_specific = num.back() == 'a';
+    if (arch_specific ? cc == v : (ptx ? cc >= v : (cc / 10 == v / 10 && cc >= v))) return true;
+  }
+  return false;
+}
+
+namespace {
 
 // Per device, filled on first use. Guarded: engines call the API from several host threads (one
 // per GPU or per request stream), and unsynchronised writes of the cache would be a data race.
@@ -105,11 +133,6 @@ DeviceInfo device_info() {
     if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return {};
     cache[dev].sms = prop.multiProcessorCount;
     cache[dev].smem_optin = static_cast<int>(prop.sharedMemPerBlockOptin);
-    // A kernel of this file as the probe: its attributes exist only if the binary has SASS for
-    // this GPU or PTX the driver can compile for it (a Hopper-only build on an A100 has neither).
-    cudaFuncAttributes fa{};
-    cache[dev].has_code = cudaFuncGetAttributes(&fa, prep_activations) == cudaSuccess;
-    if (!cache[dev].has_code) cudaGetLastError();  // clear
     cache[dev].cc = prop.major * 10 + prop.minor;
   }
   return cache[dev];
@@ -266,9 +289,9 @@ std::string unavailable_reason() {
   if (d.cc < 80)
     return "the current GPU has compute capability " + std::to_string(d.cc / 10) + "." + std::to_string(d.cc % 10) +
            "; nvfp4 needs 8.0 or newer (mma.sync bf16, cp.async)";
-  if (!d.has_code)
+  if (!build_has_code_for(d.cc, NVFP4_CUDA_CODES))
     return "this build has no device code for compute capability " + std::to_string(d.cc / 10) + "." +
-           std::to_string(d.cc % 10) + " (rebuild with NVFP4_CUDA_GENCODE covering it, e.g. the default)";
+           std::to_string(d.cc % 10) + " (it has " NVFP4_CUDA_CODES "; rebuild with NVFP4_CUDA_GENCODE covering it, e.g. the default)";
   return "";
 }
 

@@ -73,4 +73,8 @@ constexpr std::int64_t kEarlyMaxVirtualRows = 8;
 // Compute capability (major*10+minor) of the current device; 0 without one.
 int device_cc();
 
+// True when device code listed in `codes` ("sm_90a,sm_80,compute_80": the build's
+// NVFP4_CUDA_GENCODE targets) runs on a GPU of compute capability `cc` (matmul_cuda.cu).
+bool build_has_code_for(int cc, const std::string& codes);
+
 }  // namespace nvfp4::cuda
