@@ -94,7 +94,7 @@ void check_early_in_decode(std::vector<cuda::GemvTableEntry>& table, const std::
   const std::vector<std::string> wl = w.forward_args();
   write_table(fa, table, "decode check: A");
   for (const auto& cand : rejected) {
-    if (used.count(cand.cls) == 0) continue;
+    if (cand.m_max != 8 || used.count(cand.cls) == 0) continue;  // the M = 1 decode looks up m_max 8 only
     auto with = table;
     with.push_back(cand);
     write_table(fb, with, "decode check: B");

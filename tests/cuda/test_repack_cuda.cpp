@@ -216,9 +216,9 @@ TEST(CudaRepack, Fp16AndFp32Activations) {
         run_repacked(dw, xr, yr, m, nullptr);
         check_against_oracle(MatrixView{xr.data(), dt, m, k, k}, qw, MatrixView{yr.data(), dt, m, n, n},
                              std::string("repacked ") + dtype_name(dt) + " M=" + std::to_string(m));
-        // The early-weights launch (up to 8 virtual rows: fp16 M <= 4, fp32 M <= 2; the pieces are
-        // written by the kernel just before the GEMV, which only its weights may precede) gives
-        // the ordinary launch's bits with the same tile.
+        // The early-weights launch (up to 16 virtual rows: fp16 M <= 8, fp32 M <= 5, the M = 9..16
+        // kernel from 9; the pieces are written by the kernel just before the GEMV, which only its
+        // weights may precede) gives the ordinary launch's bits with the same tile.
         const cuda::GemvTile tile{16, 4, 4};
         cuda::RepackedMatmulOptions early;
         early.weights_read_early = true;
@@ -332,7 +332,7 @@ TEST(CudaRepack, ProgrammaticDependentLaunchChainIsExact) {
     dws.push_back(std::make_unique<DevWeight>(qws.back()));
   }
   std::vector<void*> act(dims.size());
-  constexpr std::int64_t kMaxM = 4;
+  constexpr std::int64_t kMaxM = 12;  // M = 12: the M = 9..16 kernel, early launch included
   for (std::size_t i = 0; i < dims.size(); ++i) ASSERT_EQ(cudaMalloc(&act[i], kMaxM * dims[i] * 2), cudaSuccess);
   const Tensor x0 = random_x(DType::kBF16, kMaxM, dims[0], seed);
   cudaStream_t st;
@@ -386,13 +386,30 @@ TEST(CudaRepack, ProgrammaticDependentLaunchChainIsExact) {
       for (int rep = 0; rep < 10; ++rep)
         ASSERT_TRUE(run(launch, graph) == want)
             << "PDL chain differs from the plain chain (launch " << launch << ", graph " << graph << ", rep " << rep << ")";
-  const std::vector<std::uint16_t> want4 = run(0, false, nullptr, kMaxM);
-  for (int j = 0; j < dims.back(); ++j) ASSERT_EQ(want4[j], want[j]) << "row 0 of the M = 4 chain, output " << j;
-  for (int launch : {1, 2})
-    for (bool graph : {false, true})
-      for (int rep = 0; rep < 5; ++rep)
-        ASSERT_TRUE(run(launch, graph, nullptr, kMaxM) == want4)
-            << "M = 4: PDL chain differs from the plain chain (launch " << launch << ", graph " << graph << ", rep " << rep << ")";
+  for (const std::int64_t m : {std::int64_t{4}, kMaxM}) {
+    const std::vector<std::uint16_t> want_m = run(0, false, nullptr, m);
+    // Row 0 as at M = 1 where the launches share a tile (M <= 8; the M = 9..16 entries may split K
+    // differently, which changes the summation order).
+    if (m <= 8) {
+      for (int j = 0; j < dims.back(); ++j) ASSERT_EQ(want_m[j], want[j]) << "row 0 of the M = " << m << " chain, output " << j;
+    }
+    for (int launch : {1, 2})
+      for (bool graph : {false, true})
+        for (int rep = 0; rep < 5; ++rep)
+          ASSERT_TRUE(run(launch, graph, nullptr, m) == want_m) << "M = " << m << ": PDL chain differs from the plain chain (launch "
+                                                                << launch << ", graph " << graph << ", rep " << rep << ")";
+  }
+  // The M = 9..16 early kernel with an explicit 16-row tile (the built-in table has no early
+  // entry for those launches): every launch gives the plain chain's bits.
+  {
+    const cuda::GemvTile t16{16, 8, 8};
+    const std::vector<std::uint16_t> want_t = run(0, false, &t16, kMaxM);
+    for (int launch : {1, 2})
+      for (bool graph : {false, true})
+        for (int rep = 0; rep < 5; ++rep)
+          ASSERT_TRUE(run(launch, graph, &t16, kMaxM) == want_t)
+              << "M = 12, tile 16/8/8: launch " << launch << ", graph " << graph << ", rep " << rep;
+  }
   // Tiles that leave room on the SMs, so the next GEMV's blocks are resident (and, with early
   // weights, loading) while the previous one runs: each against the plain chain of the same tile
   // (the K split sets the summation order).

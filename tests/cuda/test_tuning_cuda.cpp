@@ -140,7 +140,7 @@ TEST(CudaTuning, ExactClassesAndRepackedLayout) {
 }
 
 // Entries tuned for the early-weights launch ("launch": "early"): round trip; used only by an
-// early lookup (exact early, bucket early, then the ordinary entries); only repacked m_max 8.
+// early lookup (exact early, bucket early, then the ordinary entries); only repacked m_max 8 / 16.
 TEST(CudaTuning, EarlyLaunchEntries) {
   std::vector<cuda::GemvTableEntry> t = {
       {90, "n_small/k_mid", {16, 16, 16}, 5.0, cuda::GemvLayout::kRepacked, 8},
@@ -174,9 +174,22 @@ TEST(CudaTuning, EarlyLaunchEntries) {
   EXPECT_FALSE(cuda::gemv_lookup_tile(90, 4096, 512, rp, 16, true).early_ok);
   for (const char* bad :
        {R"({"entries":[{"cc":90,"class":"n_small/k_mid","cols_per_warp":16,"warps_per_block":8,"k_split":8,"launch":"early"}]})",
-        R"({"entries":[{"cc":90,"layout":"repacked","m_max":16,"class":"n_small/k_mid","cols_per_warp":16,"warps_per_block":8,"k_split":8,"launch":"early"}]})",
+        R"({"entries":[{"cc":90,"layout":"repacked","class":"n_small/k_mid","cols_per_warp":16,"warps_per_block":8,"k_split":8,"launch":"early"}]})",
         R"({"entries":[{"cc":90,"layout":"repacked","m_max":8,"class":"n_small/k_mid","cols_per_warp":16,"warps_per_block":8,"k_split":8,"launch":"soon"}]})"})
     EXPECT_THROW(cuda::gemv_table_from_json(bad, "x"), Error) << bad;
+  // An early entry for the M = 9..16 launches (m_max 16) serves only those.
+  const auto e16 = cuda::gemv_table_from_json(
+      R"({"entries":[{"cc":90,"layout":"repacked","m_max":16,"class":"n_small/k_mid","cols_per_warp":16,"warps_per_block":8,"k_split":8,"launch":"early"}]})",
+      "m16 early");
+  ASSERT_EQ(e16.size(), 1u);
+  EXPECT_TRUE(e16[0].early);
+  cuda::gemv_set_user_table(e16);
+  EXPECT_TRUE(cuda::gemv_lookup_tile(90, 4096, 4096, rp, 16, true).early_ok);
+  EXPECT_EQ(cuda::gemv_lookup_tile(90, 4096, 4096, rp, 16, true).warps_per_block, 8);
+  EXPECT_FALSE(cuda::gemv_lookup_tile(90, 4096, 4096, rp, 16, false).early_ok);
+  // M = 1 takes the built-in M <= 8 early entry (16 warps), not the m_max 16 one.
+  EXPECT_EQ(cuda::gemv_lookup_tile(90, 4096, 4096, rp, 1, true).warps_per_block, 16);
+  cuda::gemv_clear_user_table();
 }
 
 TEST(CudaTuning, BadTablesAreErrors) {
@@ -256,15 +269,18 @@ TEST(CudaTuning, AutotuneWritesAUsableTable) {
   std::vector<cuda::GemvTableEntry> rejected;
   o.early_rejected = &rejected;
   const auto t = cuda::gemv_autotune(o);
-  // The early entry of the class is either written or reported as rejected, never both; before
-  // Hopper (no PDL) there is none to time.
+  // Each row bucket's early entry (M = 1: m_max 8, M = 16: m_max 16) is either written or
+  // reported as rejected, never both; before Hopper (no PDL) there is none to time.
   int early_written = 0;
   for (const auto& e : t) early_written += e.early;
-  EXPECT_EQ(early_written + static_cast<int>(rejected.size()), cuda::hopper_paths() ? 1 : 0);
+  EXPECT_EQ(early_written + static_cast<int>(rejected.size()), cuda::hopper_paths() ? 2 : 0);
   for (const auto& e : rejected) {
     EXPECT_TRUE(e.early);
-    EXPECT_EQ(e.m_max, 8);
+    EXPECT_TRUE(e.m_max == 8 || e.m_max == 16) << e.m_max;
     EXPECT_EQ(e.cls, "exact/1024x4096");
+    if (e.m_max == 16) {
+      EXPECT_EQ(e.tile.cols_per_warp, 16);  // the only M = 16 early kernel
+    }
   }
   int ordinary8 = 0, ordinary16 = 0;
   for (const auto& e : t) {
@@ -274,7 +290,10 @@ TEST(CudaTuning, AutotuneWritesAUsableTable) {
     EXPECT_TRUE(cuda::gemv_tile_valid(e.tile));
     EXPECT_TRUE(e.us > 0 && e.us < 1e6) << e.us;
     if (e.early) {
-      EXPECT_EQ(e.m_max, 8);
+      EXPECT_TRUE(e.m_max == 8 || e.m_max == 16) << e.m_max;
+      if (e.m_max == 16) {
+        EXPECT_EQ(e.tile.cols_per_warp, 16);
+      }
     } else {
       ordinary8 += e.m_max == 8;
       ordinary16 += e.m_max == 16;

@@ -129,7 +129,9 @@ std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
         // overlapped with the weights read before the wait. A tile that leaves room on the SMs
         // lets the next GEMV's blocks become resident early, so the best tile depends on the
         // launch.
-        const bool with_early = rp && pdl && m == 1 && opts.repacked_early;
+        // At M = 16 the early launch exists for 16 rows per warp only (32-row tiles are not
+        // timed that way: the call would run their ordinary launch).
+        const bool with_early = rp && pdl && opts.repacked_early;
         GemvTableEntry best_early = best;
         best_early.early = true;
         auto time_tile = [&](const GemvTile& tile, const RepackedMatmulOptions& o) {
@@ -158,7 +160,8 @@ std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
           if (!rp && gemv_nvfp4_sm90_smem_bytes(la, tile) > static_cast<std::size_t>(smem_optin)) continue;
           const double p_us = time_tile(tile, plain);
           const double o_us = rp && pdl ? time_tile(tile, overlapped) : p_us;
-          const double e_us = with_early ? time_tile(tile, early) : 0;
+          const bool early_here = with_early && (m == 1 || tile.cols_per_warp == 16);
+          const double e_us = early_here ? time_tile(tile, early) : 1e30;
           // A 2% margin: near-ties (tiny shapes differ by ~0.01 us run to run) keep the
           // overlapped launch; only a measurably slower one is refused (on H200 a many-block
           // grid was 7-11% slower with it).
@@ -169,7 +172,7 @@ std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
                         gemv_layout_name(layout), cls.c_str(), m, static_cast<long long>(n), static_cast<long long>(k),
                         tile.cols_per_warp, tile.warps_per_block, tile.k_split, p_us, (pb + sb + 2.0 * (n + k)) / p_us / 1e3);
             if (rp) std::printf("  overlapped %8.2f", o_us);
-            if (with_early) std::printf("  early %8.2f", e_us);
+            if (early_here) std::printf("  early %8.2f", e_us);
             std::printf("\n");
           }
           if (eff < best.us) {

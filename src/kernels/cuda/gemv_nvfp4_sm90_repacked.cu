@@ -169,11 +169,13 @@ __device__ __forceinline__ void rp_accumulate(const std::uint8_t* const (&wt)[RT
 // with it `nvfp4 tune` moved 6 of the 13 M = 16 classes to 16 rows per warp, 5-16% faster.
 // M <= 8 keeps the loop above: in this pointer form ptxas issued the next pair's loads late in
 // the compute and M = 1 ran 5% slower.
-template <int RT, int NB>
+// EARLY (RT = 1 only): both buffers are loaded before the PDL wait, as in rp_accumulate.
+template <int RT, int NB, bool EARLY = false>
 __device__ __forceinline__ void rp_accumulate_m16(const std::uint8_t* const (&wt)[RT],
                                                    const std::uint8_t* const (&st)[RT],
                                                    const std::uint16_t* const (&xr)[NB], int c_beg, int c_end,
                                                    float (&acc)[RT][NB][4]) {
+  static_assert(!EARLY || RT == 1, "the early loads fill two register buffers: RT = 1 only");
   const std::uint8_t* wp[RT];  // at chunk pair cp
   const std::uint8_t* sp[RT];
   const uint4* xp[NB];  // a pair = 16 uint4 of an activation row
@@ -217,14 +219,31 @@ __device__ __forceinline__ void rp_accumulate_m16(const std::uint8_t* const (&wt
   constexpr int kBuf = RT == 1 ? 2 : 3;
   uint4 w[kBuf][RT][2];
   std::uint32_t s[kBuf][RT];
+  if constexpr (!EARLY) {
 #pragma unroll
-  for (int i = 0; i + 1 < kBuf; ++i)
-    if (c_beg + i < c_end) load(i, w[i], s[i]);
+    for (int i = 0; i + 1 < kBuf; ++i)
+      if (c_beg + i < c_end) load(i, w[i], s[i]);
+  } else {
+    // Coherent volatile loads before the wait (ld_early16/4, see rp_accumulate), then the
+    // activation bases through a volatile asm after it.
+#pragma unroll
+    for (int i = 0; i < kBuf; ++i)
+      if (c_beg + i < c_end) {
+        w[i][0][0] = ld_early16(wp[0] + 1024 * i);
+        w[i][0][1] = ld_early16(wp[0] + 1024 * i + 512);
+        s[i][0] = ld_early4(sp[0] + 128 * i);
+      }
+    pdl_wait();
+#pragma unroll
+    for (int b = 0; b < NB; ++b) asm volatile("" : "+l"(xp[b]));
+  }
   for (int cp = c_beg; cp < c_end; cp += kBuf) {
 #pragma unroll
     for (int i = 0; i < kBuf; ++i) {
       if (i > 0 && cp + i >= c_end) return;
-      if (cp + i + kBuf - 1 < c_end) load(i + kBuf - 1, w[(i + kBuf - 1) % kBuf], s[(i + kBuf - 1) % kBuf]);  // warp-uniform
+      // (EARLY: the first pass's pair c_beg + kBuf - 1 is in its buffer already.)
+      if ((!EARLY || i != 0 || cp != c_beg) && cp + i + kBuf - 1 < c_end)  // warp-uniform
+        load(i + kBuf - 1, w[(i + kBuf - 1) % kBuf], s[(i + kBuf - 1) % kBuf]);
       compute(i, w[i], s[i]);
     }
     advance(kBuf);
@@ -249,7 +268,8 @@ __device__ __forceinline__ void rp_activation_rows(const GemvArgs& p, int g, int
 // Static schedule: block = `groups` column groups x k_split warps; warp (grp, slice) owns RT row
 // tiles and the slice's contiguous chunk pairs; partials meet in shared memory.
 // One instantiation for both launches: without the PDL attribute griddepcontrol is a no-op.
-// EARLY (M <= 8 only): the weights' first loads precede the wait (rp_accumulate).
+// EARLY (M <= 8, and M = 9..16 at RT = 1): the weights' first loads precede the wait
+// (rp_accumulate, rp_accumulate_m16).
 template <int RT, int NB, bool EARLY = false>
 __global__ void __launch_bounds__(512) gemv_nvfp4_rp_kernel(GemvArgs p, int k_split) {
   extern __shared__ float rp_red[];
@@ -288,7 +308,7 @@ __global__ void __launch_bounds__(512) gemv_nvfp4_rp_kernel(GemvArgs p, int k_sp
   if constexpr (NB == 1)
     rp_accumulate<RT, NB, EARLY>(wt, st, xr, c_beg, c_end, acc);
   else
-    rp_accumulate_m16<RT, NB>(wt, st, xr, c_beg, c_end, acc);
+    rp_accumulate_m16<RT, NB, EARLY>(wt, st, xr, c_beg, c_end, acc);
   reduce_and_store<RT, NB>(acc, rp_red, p, warp, k_split, groups, g, t);
 }
 
@@ -349,6 +369,7 @@ cudaError_t gemv_nvfp4_sm90_repacked(const GemvArgs& a, const GemvTile& tile, cu
   // per warp whatever the tile says (rp<1,4> already takes 90 registers; docs/perf-cuda.md 30).
   if (a.pieces * a.m_rows > 32) return cudaErrorInvalidValue;
   if (a.pieces * a.m_rows > 16) return launch_rp<1, 4>(a, tile, stream);
+  if (nb2 && a.pdl && a.early_weights && !rt2) return launch_rp<1, 2, true>(a, tile, stream);
   if (nb2) return rt2 ? launch_rp<2, 2>(a, tile, stream) : launch_rp<1, 2>(a, tile, stream);
   if (a.pdl && a.early_weights) return rt2 ? launch_rp<2, 1, true>(a, tile, stream) : launch_rp<1, 1, true>(a, tile, stream);
   return rt2 ? launch_rp<2, 1>(a, tile, stream) : launch_rp<1, 1>(a, tile, stream);
@@ -358,6 +379,7 @@ const char* gemv_nvfp4_sm90_repacked_name(const GemvArgs& a, const GemvTile& til
   const bool rt2 = tile.cols_per_warp == 32, nb2 = a.pieces * a.m_rows > 8;
   if (a.pieces * a.m_rows > 16) return "gemv_nvfp4_sm90_rp_r16_m32";
   if (!nb2 && a.pdl && a.early_weights) return rt2 ? "gemv_nvfp4_sm90_rp_r32_m8_early" : "gemv_nvfp4_sm90_rp_r16_m8_early";
+  if (nb2 && !rt2 && a.pdl && a.early_weights) return "gemv_nvfp4_sm90_rp_r16_m16_early";
   return nb2 ? (rt2 ? "gemv_nvfp4_sm90_rp_r32_m16" : "gemv_nvfp4_sm90_rp_r16_m16")
              : (rt2 ? "gemv_nvfp4_sm90_rp_r32_m8" : "gemv_nvfp4_sm90_rp_r16_m8");
 }

@@ -67,8 +67,9 @@ constexpr std::int64_t kRpWideMaxWeights = std::int64_t{4096} * 4096;
 // P = 1024 -3.6%, P = 2048 +2.8%.
 constexpr std::int64_t kWgemmMaxRows = 1024;
 // RepackedMatmulOptions::weights_read_early is honoured in launches of at most this many virtual
-// rows (the M <= 8 kernel; docs/perf-cuda.md 19.2).
-constexpr std::int64_t kEarlyMaxVirtualRows = 8;
+// rows: the M <= 8 kernel (docs/perf-cuda.md 19.2) and, at 16 rows per warp, the M = 9..16 one
+// (§33), each where the table has an entry tuned for it.
+constexpr std::int64_t kEarlyMaxVirtualRows = 16;
 
 // Compute capability (major*10+minor) of the current device; 0 without one.
 int device_cc();

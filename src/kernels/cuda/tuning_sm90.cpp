@@ -291,8 +291,8 @@ std::vector<GemvTableEntry> gemv_table_from_json(const std::string& text, const 
         const std::string l = e["launch"].get<std::string>();
         if (l != "early" && l != "default") throw std::runtime_error("launch '" + l + "' is not early|default");
         t.early = l == "early";
-        if (t.early && (t.layout != GemvLayout::kRepacked || t.m_max != 8))
-          throw std::runtime_error("launch \"early\" needs layout repacked and m_max 8");
+        if (t.early && (t.layout != GemvLayout::kRepacked || t.m_max == 0))
+          throw std::runtime_error("launch \"early\" needs layout repacked and m_max 8 or 16");
       }
     } catch (const std::exception& ex) {
       fail(op, "'" + what + "' entry " + std::to_string(idx) + ": " + ex.what());

@@ -101,9 +101,9 @@ struct TuneOptions {
   // Canonical: tuned at M = 1, entries for any M (m_max 0). Repacked: tuned at M = 1 (m_max 8)
   // and, with this set, at M = 16 (m_max 16): the M > 8 kernel wants other tiles (2026-11-30).
   bool repacked_m16 = true;
-  // Repacked M = 1 also under the early-weights launch (RepackedMatmulOptions::
-  // weights_read_early): every tile timed that way too, the fastest written as a "launch":
-  // "early" entry.
+  // Repacked M = 1 and (repacked_m16) M = 16 also under the early-weights launch
+  // (RepackedMatmulOptions::weights_read_early; at M = 16 the 16-row tiles): every such tile
+  // timed that way too, the fastest written as a "launch": "early" entry where it is faster.
   bool repacked_early = true;
   // If set: the best early-launch entry of every class where none was written (the back-to-back
   // verdict was "not 2% faster"), for a caller that judges them another way (`nvfp4 tune`
