@@ -83,12 +83,13 @@ struct RepackedMatmulOptions {
   // table measured it no slower (its "overlap" flag: a many-block grid such as 28672 x 4096 was
   // 7-11% slower); elsewhere, with false, and on GPUs before Hopper, the call launches plainly.
   bool overlapped_launch = true;
-  // With the overlapped launch, up to 8 bf16 rows (4 fp16, 2 fp32) per launch: each warp loads
+  // With the overlapped launch, up to 16 bf16 rows (8 fp16, 5 fp32) per launch: each warp loads
   // its first two chunk pairs of weights *before* waiting for the previous kernel, so a GEMV whose
   // blocks are resident early streams its weights while that kernel finishes. Honoured where the
   // tuning table has an entry tuned for it (on H200, commit 06c9cf0: 4096 x 14336 9.90 -> 9.12 us,
   // 4096 x 512 2.34 -> 1.75 us, Llama-3-8B decode -7.1%, batched decode of 2-8 sequences ~-5%;
-  // not at 16384^2; docs/perf-cuda.md 18-19). Only for
+  // not at 16384^2; docs/perf-cuda.md 18-19; 9..16 rows at the small shapes only, batched decode
+  // of 12 / 16 sequences -1.8% / -0.9%, §33). Only for
   // weights that no kernel still running on `stream` writes (a model's fixed weights); never
   // right after a repack into the same buffer. Activations are still read, and the output
   // written, only after the wait. Off by default because the API cannot check that promise.

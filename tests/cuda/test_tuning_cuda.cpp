@@ -171,7 +171,11 @@ TEST(CudaTuning, EarlyLaunchEntries) {
   // not at 16384 x 16384.
   EXPECT_TRUE(cuda::gemv_lookup_tile(90, 4096, 512, rp, 1, true).early_ok);
   EXPECT_FALSE(cuda::gemv_lookup_tile(90, 16384, 16384, rp, 1, true).early_ok);
-  EXPECT_FALSE(cuda::gemv_lookup_tile(90, 4096, 512, rp, 16, true).early_ok);
+  // M = 9..16: early entries at the small-K classes and the k/v shape only (docs/perf-cuda.md 33).
+  EXPECT_TRUE(cuda::gemv_lookup_tile(90, 4096, 512, rp, 16, true).early_ok);
+  EXPECT_EQ(cuda::gemv_lookup_tile(90, 4096, 512, rp, 16, true).cols_per_warp, 16);  // the only early M = 16 kernel
+  EXPECT_TRUE(cuda::gemv_lookup_tile(90, 1024, 4096, rp, 16, true).early_ok);
+  EXPECT_FALSE(cuda::gemv_lookup_tile(90, 4096, 14336, rp, 16, true).early_ok);
   for (const char* bad :
        {R"({"entries":[{"cc":90,"class":"n_small/k_mid","cols_per_warp":16,"warps_per_block":8,"k_split":8,"launch":"early"}]})",
         R"({"entries":[{"cc":90,"layout":"repacked","class":"n_small/k_mid","cols_per_warp":16,"warps_per_block":8,"k_split":8,"launch":"early"}]})",

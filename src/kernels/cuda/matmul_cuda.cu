@@ -499,7 +499,9 @@ void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightVie
     // bench/results/cuda-2026-11-30-h200-bench-9905bfc.json.gz), but in the batched decode that
     // launch serves it is faster: Llama-3-8B at B = 4 sequences -4.93% per step with this gate,
     // -5.09% in the run of the final code; early at every shape B = 2 / 4 / 8 -5.45% / -5.15% /
-    // -4.71% (`nvfp4 compare --batch B`, H200, 2026-12-01; docs/perf-cuda.md 19.2).
+    // -4.71% (`nvfp4 compare --batch B`, H200, 2026-12-01; docs/perf-cuda.md 19.2). At 9..16 virtual
+    // rows the M = 9..16 kernel at 16 rows per warp, where its own entries (tuned at M = 16) allow
+    // it: B = 12 / 16 -1.84% / -0.91% (docs/perf-cuda.md 33).
     const bool early = la.pdl && la.early_weights && vrows <= kEarlyMaxVirtualRows;
     // (The wide kernel runs one row tile per warp whatever the tile's cols_per_warp says.)
     const GemvTile tile =

@@ -89,6 +89,16 @@ const GemvTableEntry kBuiltin[] = {
     // 2.43% slower (06c9cf0). `nvfp4 tune`'s decode check writes the same entry (566d8ea, 8-layer
     // decode 428.1 -> 420.4 us; bench/results/device-2026-11-30-h200-tune-decode-check-566d8ea.log.gz).
     {90, "n_small/k_mid", {16, 16, 16}, 4.57, GemvLayout::kRepacked, 8, true},     // 4096 x 4096 [4.29]
+    // Early-weights launch of the M = 9..16 kernel (16 rows per warp; docs/perf-cuda.md 33):
+    // `nvfp4 tune --layout repacked` on an H200, 2026-12-02 00:37 UTC, commit a6e938a (M = 16 bf16,
+    // rotated weights, graph medians, us; bench/results/cuda-2026-12-02-h200-early-m16-a6e938a.json.gz).
+    // Only the 4 of 13 classes where it beat the ordinary entry by more than 2% (in brackets the
+    // ordinary best, same run). With that run's table, Llama-3-8B batched decode with the early
+    // launch against without: B = 16 -0.91% [-1.15, -0.87], B = 12 -1.84% (`nvfp4 compare`).
+    {90, "n_small/k_small", {16, 16, 4}, 2.92, GemvLayout::kRepacked, 16, true},   // 4096 x 512 [3.14]
+    {90, "n_mid/k_small", {16, 8, 4}, 6.70, GemvLayout::kRepacked, 16, true},      // 16384 x 1024 [6.95]
+    {90, "n_large/k_small", {16, 2, 1}, 33.31, GemvLayout::kRepacked, 16, true},   // 131072 x 1024 [34.10]
+    {90, "exact/1024x4096", {16, 16, 16}, 3.99, GemvLayout::kRepacked, 16, true},  // k/v [4.41]
     // M = 9..16 per launch (the NB = 2 kernel): `nvfp4 tune --layout repacked` on an H200,
     // 2026-11-30 16:45 UTC, after rp<1,2> went to two buffers / 64 registers (M=16 bf16, rotated
     // weights, graph medians, us; overlap verdicts from the same run; bench/results/

@@ -64,7 +64,7 @@ bool gemv_tile_valid(const GemvTile& t);
 // The tile for compute capability `cc` (e.g. 90), this shape and weight layout.
 // m: rows of the call (M > 16 runs in launches of 16: the m_max 16 entry).
 // early: the repacked kernel launched with weights read before the PDL wait
-// (RepackedMatmulOptions::weights_read_early; the API asks at <= 8 virtual rows): an entry tuned
+// (RepackedMatmulOptions::weights_read_early; the API asks at <= 16 virtual rows): an entry tuned
 // for that launch if there is one (its tile has early_ok), else the ordinary entry.
 GemvTile gemv_lookup_tile(int cc, std::int64_t n, std::int64_t k, GemvLayout layout = GemvLayout::kCanonical,
                           std::int64_t m = 1, bool early = false);
@@ -72,7 +72,7 @@ GemvTile gemv_lookup_tile(int cc, std::int64_t n, std::int64_t k, GemvLayout lay
 // Table I/O. JSON: {"version":1,"entries":[{"cc":90,"layout":"repacked","class":"n_small/k_large",
 //   "m_max":8,"cols_per_warp":32,"warps_per_block":16,"k_split":16,"overlap":true}, ...]}
 //   ("layout" absent: canonical; "m_max" absent or 0: any M; "overlap" absent: true;
-//   "launch":"early" marks an entry tuned for the early-weights launch, repacked m_max 8 only).
+//   "launch":"early" marks an entry tuned for the early-weights launch, repacked m_max 8 or 16).
 struct GemvTableEntry {
   int cc = 90;
   std::string cls;
