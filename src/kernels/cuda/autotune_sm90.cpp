@@ -150,13 +150,13 @@ std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
         RepackedMatmulOptions plain, overlapped, early;
         plain.overlapped_launch = false;
         early.weights_read_early = true;
+        GemvArgs la;  // the launch's shared memory: only the canonical M = 1 kernel's depends on the tile
+        la.packed = static_cast<const std::uint8_t*>(dp[0]);
+        la.scales = static_cast<const std::uint8_t*>(ds[0]);
+        la.n = n;
+        la.k = k;
+        la.m_rows = m;
         for (GemvTile tile : candidates(k, layout)) {
-          GemvArgs la;  // the launch's shared memory: only the canonical M = 1 kernel's depends on the tile
-          la.packed = static_cast<const std::uint8_t*>(dp[0]);
-          la.scales = static_cast<const std::uint8_t*>(ds[0]);
-          la.n = n;
-          la.k = k;
-          la.m_rows = m;
           if (!rp && gemv_nvfp4_sm90_smem_bytes(la, tile) > static_cast<std::size_t>(smem_optin)) continue;
           const double p_us = time_tile(tile, plain);
           const double o_us = rp && pdl ? time_tile(tile, overlapped) : p_us;

@@ -52,8 +52,8 @@
 #include "kernels/cuda/pack2_rn.cuh"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// The portable device passes (compute_80: Ampere / Ada) compile the kernel as a stub (see its
-// body), so this file's sm_90a helpers go unused there.
+// In the portable device passes (compute_80: Ampere / Ada) the kernel's body is a trap that is
+// never launched (hopper_paths()), so this file's sm_90a helpers go unused there.
 #pragma nv_diag_suppress 177
 #endif
 

@@ -81,20 +81,14 @@ __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_gr
 // memory operations are visible. Both are no-ops when the launch did not ask for PDL.
 // Before sm_90 there is no PDL: the host never asks for it there (hopper_paths()), and both are
 // compiler barriers only, so no load moves across them on any target.
-__device__ __forceinline__ void pdl_launch_dependents() {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#define NVFP4_PDL_ASM(instr) asm volatile(instr ::: "memory")
 #else
-  asm volatile("" ::: "memory");
+#define NVFP4_PDL_ASM(instr) asm volatile("" ::: "memory")
 #endif
-}
-__device__ __forceinline__ void pdl_wait() {
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#else
-  asm volatile("" ::: "memory");
-#endif
-}
+__device__ __forceinline__ void pdl_launch_dependents() { NVFP4_PDL_ASM("griddepcontrol.launch_dependents;"); }
+__device__ __forceinline__ void pdl_wait() { NVFP4_PDL_ASM("griddepcontrol.wait;"); }
+#undef NVFP4_PDL_ASM
 
 // The repacked layout's decode (repack_nvfp4_sm90.h): one 32-bit word -> the 4 bf16x2 A-fragment
 // registers of one mma step (e2m1 * 2^-126 each), 9 integer ops.

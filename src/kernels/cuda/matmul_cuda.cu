@@ -89,6 +89,7 @@ struct DeviceInfo {
   int cc = 0;
   int sms = 0;
   int smem_optin = 0;  // shared memory one block may opt in to (H200 227 KB, A100 163 KB, Ada 99 KB)
+  bool has_code = false;  // build_has_code_for(cc, this build's targets), worked out once
 };
 
 }  // namespace
@@ -134,6 +135,7 @@ DeviceInfo device_info() {
     cache[dev].sms = prop.multiProcessorCount;
     cache[dev].smem_optin = static_cast<int>(prop.sharedMemPerBlockOptin);
     cache[dev].cc = prop.major * 10 + prop.minor;
+    cache[dev].has_code = build_has_code_for(cache[dev].cc, NVFP4_CUDA_CODES);
   }
   return cache[dev];
 }
@@ -166,6 +168,11 @@ void require_device_pointers(const char* op, const std::string& shape, std::init
 void require_device_pointers(const char* op, const std::string& shape, const void* packed, const void* scales,
                              const void* x, const void* y) {
   require_device_pointers(op, shape, {{packed, "packed"}, {scales, "scales"}, {x, "activation"}, {y, "output"}});
+}
+
+// Refuses a call when the current device cannot run the kernels, saying why.
+void require_available(const char* op, const std::string& shape) {
+  if (!available()) fail(op, unavailable_reason() + " (" + shape + ")");
 }
 
 void require_valid_tile(const char* op, const GemvTile* t) {
@@ -276,6 +283,19 @@ void run_wgemm(const char* op, const std::string& shape, const MatrixView& x, co
 
 bool compiled() { return true; }
 
+// Every kernel but the wgmma GEMM is also built for sm_80 (SASS, which Ampere and Ada run) and
+// as compute_80 PTX (JIT-compiled by the driver for newer GPUs): CMakeLists.txt. Checked on every
+// call, so no string is built here; unavailable_reason() says why.
+bool available() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0) {
+    cudaGetLastError();
+    return false;
+  }
+  const DeviceInfo d = device_info();
+  return d.cc >= 80 && d.has_code;
+}
+
 std::string unavailable_reason() {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
@@ -283,19 +303,14 @@ std::string unavailable_reason() {
     cudaGetLastError();
     return std::string("no CUDA device (") + (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices") + ")";
   }
-  // Every kernel but the wgmma GEMM is also built for sm_80 (SASS, which Ampere and Ada run) and
-  // as compute_80 PTX (JIT-compiled by the driver for newer GPUs): CMakeLists.txt.
   const DeviceInfo d = device_info();
-  if (d.cc < 80)
-    return "the current GPU has compute capability " + std::to_string(d.cc / 10) + "." + std::to_string(d.cc % 10) +
-           "; nvfp4 needs 8.0 or newer (mma.sync bf16, cp.async)";
-  if (!build_has_code_for(d.cc, NVFP4_CUDA_CODES))
-    return "this build has no device code for compute capability " + std::to_string(d.cc / 10) + "." +
-           std::to_string(d.cc % 10) + " (it has " NVFP4_CUDA_CODES "; rebuild with NVFP4_CUDA_GENCODE covering it, e.g. the default)";
+  const std::string cc = std::to_string(d.cc / 10) + "." + std::to_string(d.cc % 10);
+  if (d.cc < 80) return "the current GPU has compute capability " + cc + "; nvfp4 needs 8.0 or newer (mma.sync bf16, cp.async)";
+  if (!d.has_code)
+    return "this build has no device code for compute capability " + cc +
+           " (it has " NVFP4_CUDA_CODES "; rebuild with NVFP4_CUDA_GENCODE covering it, e.g. the default)";
   return "";
 }
-
-bool available() { return unavailable_reason().empty(); }
 
 bool hopper_paths() {
 #if NVFP4_CUDA_SM90A
@@ -314,7 +329,7 @@ void quantized_matmul_tile(const MatrixView& x, const WeightView& w, const Matri
   validate_matmul(op, x, w, y);
   if (x.rows == 0) return;
   const std::string shape = shape_of(x, w);
-  if (!available()) fail(op, unavailable_reason() + " (" + shape + ")");
+  require_available(op, shape);
   if (reinterpret_cast<std::uintptr_t>(w.packed) % 8 != 0)
     fail(op, "packed weight pointer must be 8-byte aligned (" + shape + ")");
   if (w.n > (std::int64_t{1} << 31) || w.k > (std::int64_t{1} << 30))
@@ -365,7 +380,7 @@ std::string validate_forced_path(const char* op, const MatrixView& x, const Weig
   validate_matmul(op, x, w, y);
   const std::string shape = shape_of(x, w);
   if (x.rows == 0) return shape;
-  if (!available()) fail(op, unavailable_reason() + " (" + shape + ")");
+  require_available(op, shape);
   require_device_pointers(op, shape, w.packed, w.scales, x.data, y.data);
   return shape;
 }
@@ -398,7 +413,7 @@ void repack_for_gemv_sm90(const WeightView& w, std::uint8_t* packed_out, std::ui
   const char* op = "cuda::repack_for_gemv_sm90";
   const std::string shape = "N=" + std::to_string(w.n) + " K=" + std::to_string(w.k);
   if (!repack_for_gemv_sm90_supported(w.n, w.k)) fail(op, "needs N % 16 == 0 and K % 128 == 0 (got " + shape + ")");
-  if (!available()) fail(op, unavailable_reason() + " (" + shape + ")");
+  require_available(op, shape);
   require_device_pointers(op, shape, {{w.packed, "packed"}, {w.scales, "scales"}, {packed_out, "packed output"},
                                      {scales_out, "scales output"}});
   if (reinterpret_cast<std::uintptr_t>(packed_out) % 16 != 0 || reinterpret_cast<std::uintptr_t>(scales_out) % 4 != 0)
@@ -424,7 +439,7 @@ std::string validate_repacked(const char* op, const MatrixView& x, const Repacke
   const std::string shape = shape_of(x, wv);
   if (!repack_for_gemv_sm90_supported(w.n, w.k)) fail(op, "repacked weights need N % 16 == 0 and K % 128 == 0 (" + shape + ")");
   if (x.rows == 0) return shape;
-  if (!available()) fail(op, unavailable_reason() + " (" + shape + ")");
+  require_available(op, shape);
   if (reinterpret_cast<std::uintptr_t>(w.packed) % 16 != 0 || reinterpret_cast<std::uintptr_t>(w.scales) % 4 != 0)
     fail(op, "repacked packed/scales must be 16/4-byte aligned (" + shape + ")");
   if (w.n > (std::int64_t{1} << 30) || w.k > (std::int64_t{1} << 26)) fail(op, "shape too large (" + shape + ")");

@@ -94,7 +94,8 @@ const GemvTableEntry kBuiltin[] = {
     // rotated weights, graph medians, us; bench/results/cuda-2026-12-02-h200-early-m16-a6e938a.json.gz).
     // Only the 4 of 13 classes where it beat the ordinary entry by more than 2% (in brackets the
     // ordinary best, same run). With that run's table, Llama-3-8B batched decode with the early
-    // launch against without: B = 16 -0.91% [-1.15, -0.87], B = 12 -1.84% (`nvfp4 compare`).
+    // launch against without: B = 16 -0.91% [-1.15, -0.87], B = 12 -1.84% (`nvfp4 compare`); with
+    // this built-in table (d60d304): B = 16 -2.75% [-2.83, -2.54], B = 12 -3.09% [-3.32, -2.91].
     {90, "n_small/k_small", {16, 16, 4}, 2.92, GemvLayout::kRepacked, 16, true},   // 4096 x 512 [3.14]
     {90, "n_mid/k_small", {16, 8, 4}, 6.70, GemvLayout::kRepacked, 16, true},      // 16384 x 1024 [6.95]
     {90, "n_large/k_small", {16, 2, 1}, 33.31, GemvLayout::kRepacked, 16, true},   // 131072 x 1024 [34.10]
