@@ -30,9 +30,9 @@
 //    128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)), which wgmma reads
 //    conflict-free; K-major, so no transpose.
 //  * A ring of stages in shared memory: activations, the block's packed weights (128 or 192 rows
-//    x 32 bytes, row pitch 48: the lanes' reads of 8 rows hit distinct banks) and the raw scales
-//    in each row's padding. Each warp converts the 64 scales of its rows once per stage into bf16
-//    (not 4x per quad in the decode).
+//    x 32 bytes, row pitch 48: the lanes' reads of 8 rows hit distinct banks), and in each row's
+//    padding its 4 raw scales and their bf16 (fp16) conversion, which the producer writes once
+//    per stage (not 4x per quad in the decode, and off the consumers' path: see the kernel).
 //  * Two A register sets per warpgroup: the decode of stage i + 1 runs while stage i's wgmmas do
 //    (wgmma reads its A registers until it completes).
 //  * K split over blocks (grid z) where the tiles alone do not fill the GPU: fp32 partials and
@@ -64,14 +64,16 @@ namespace {
 __host__ __device__ constexpr int ws_rows(int consumers) { return 64 * consumers; }
 constexpr int kMinRows = 128;  // two consumer warpgroups
 constexpr int kStageK = 64;           // k per stage: 4 wgmma k16 steps, one 128-byte activation row
-// Weight row r of a stage: 32 packed bytes at 48 r, its 4 raw E4M3 scales at 48 r + 32. The
-// pitch of 48 puts the lanes' 16-byte reads of 8 consecutive rows on distinct banks.
+// Weight row r of a stage: 32 packed bytes at 48 r, its 4 raw E4M3 scales at 48 r + 32 and their
+// conversion (4 x bf16 |scale| * 2^119, or fp16 |scale| * 2^7) at 48 r + 40. The pitch of 48 puts
+// the lanes' reads of 8 consecutive rows on distinct banks (8-byte reads at 48 g + 40: banks
+// 12 g + 10 mod 32, distinct pairs).
 constexpr int kPackedPitch = 48;
+constexpr int kRawScaleOff = 32, kScaleOff = 40;
 
 __host__ __device__ constexpr int stage_bytes(int bn, int consumers) {
   return (bn * 128 + ws_rows(consumers) * kPackedPitch + 1023) / 1024 * 1024;  // activations stay 1024-aligned
 }
-constexpr int kScaleBufBytes = 2 * 16 * 8;  // per warp: 2 buffers x 16 rows x 4 blocks of bf16
 
 // Shared memory matrix descriptor (PTX ISA, "Matrix Descriptor Format" of wgmma): start address
 // >> 4 (bits 0-13), leading byte offset (unused for swizzled K-major layouts: 1), stride byte
@@ -184,25 +186,23 @@ __device__ __forceinline__ BlockTile block_tile(const GemvArgs& p, int k_split) 
   return b;
 }
 
-// A warp's share of one stage in the ring: `stage_w` is the stage's weight block, whose row r
-// holds 32 packed bytes at 48 r and its 4 raw E4M3 scales at 48 r + 32.
-//
-// This warp's 16 rows x 4 raw scales -> bf16 |scale| * 2^119 or fp16 |scale| * 2^7 (exact; NaN
-// stays NaN), two per lane, into `buf`: row r holds blocks 0..3. Each warp converts only the
-// scales it decodes, so a __syncwarp (not a block barrier) orders the conversion and the decode.
+// One weight row's 4 raw E4M3 scales (a little-endian word, block 0 in the low byte) -> their
+// conversion as the decode multiplies by it: bf16 |scale| * 2^119 or fp16 |scale| * 2^7 (exact;
+// NaN stays NaN), blocks 0..3 in the halves of the two words.
 template <bool F16>
-__device__ __forceinline__ void convert_stage_scales(const std::uint8_t* stage_w, int wrow0, int lane, std::uint8_t* buf) {
-  const int r = lane >> 1, h = lane & 1;
-  const std::uint32_t raw = *reinterpret_cast<const std::uint16_t*>(stage_w + (wrow0 + r) * kPackedPitch + 32 + h * 2);
-  std::uint32_t lo, hi;
-  scale_pairs<F16>(raw, &lo, &hi);
-  *reinterpret_cast<std::uint32_t*>(buf + r * 8 + h * 4) = prmt(lo, hi, 0x5410);
+__device__ __forceinline__ uint2 convert_row_scales(std::uint32_t raw) {
+  std::uint32_t lo0, hi0, lo1, hi1;
+  scale_pairs<F16>(raw & 0xFFFFu, &lo0, &hi0);
+  scale_pairs<F16>(raw >> 16, &lo1, &hi1);
+  return make_uint2(prmt(lo0, hi0, 0x5410), prmt(lo1, hi1, 0x5410));
 }
 
-// The packed words of rows wr and wr + 8 for the stage's 4 k16 steps: 8-byte reads per step
-// (not 16 per two: fewer live registers); rows g = 0..7 at pitch 48 hit distinct banks.
+// The packed words and converted scales of rows wr and wr + 8 for the stage's 4 k16 steps:
+// 8-byte reads per step (not 16 per two: fewer live registers); rows g = 0..7 at pitch 48 hit
+// distinct banks.
 struct StageWords {
   uint2 g[4], h[4];
+  uint2 sg, sh;
 };
 __device__ __forceinline__ void load_stage_words(const std::uint8_t* stage_w, int wr, StageWords& q) {
 #pragma unroll
@@ -210,15 +210,15 @@ __device__ __forceinline__ void load_stage_words(const std::uint8_t* stage_w, in
     q.g[s] = *reinterpret_cast<const uint2*>(stage_w + wr * kPackedPitch + 8 * s);
     q.h[s] = *reinterpret_cast<const uint2*>(stage_w + (wr + 8) * kPackedPitch + 8 * s);
   }
+  q.sg = *reinterpret_cast<const uint2*>(stage_w + wr * kPackedPitch + kScaleOff);
+  q.sh = *reinterpret_cast<const uint2*>(stage_w + (wr + 8) * kPackedPitch + kScaleOff);
 }
 
 // The words -> the 4 k16 steps' A fragments (step s = E2M1 block s of the stage), scaled by the
-// converted scales of rows g and g + 8 in `buf`.
+// converted scales of rows g and g + 8.
 template <bool F16>
-__device__ __forceinline__ void decode_stage(const StageWords& q, const std::uint8_t* buf, int g, std::uint32_t sel,
-                                             std::uint32_t (&a)[4][4]) {
-  const uint2 sg = *reinterpret_cast<const uint2*>(buf + g * 8);
-  const uint2 sh = *reinterpret_cast<const uint2*>(buf + (g + 8) * 8);
+__device__ __forceinline__ void decode_stage(const StageWords& q, std::uint32_t sel, std::uint32_t (&a)[4][4]) {
+  const uint2 sg = q.sg, sh = q.sh;
 #pragma unroll
   for (int s = 0; s < 4; ++s) {
     const std::uint32_t sgw = (s >> 1) ? sg.y : sg.x, shw = (s >> 1) ? sh.y : sh.x;
@@ -318,9 +318,10 @@ __device__ __forceinline__ void store_tile(const float (&acc)[BN / 2], float* st
 
 // ---------------------------------------------------------------------------------------------
 // The kernel ("ws", docs/perf-cuda.md 26): one producer warpgroup fills the
-// ring (the activation tile by one TMA copy, weights and scales by cp.async) and signals a
-// per-slot "full" mbarrier (expect_tx for the TMA bytes; cp.async.mbarrier.arrive.noinc fires when
-// a thread's copies have landed); two consumer warpgroups wait on it, decode and issue wgmmas,
+// ring (the activation tile by one TMA copy, weights and scales by cp.async), converts the
+// scales once a stage's copies have landed and signals a per-slot "full" mbarrier (expect_tx for
+// the TMA bytes, plus one arrival per producer thread after its copies and conversions); two
+// consumer warpgroups wait on it, decode and issue wgmmas,
 // and release the slot through its "empty" mbarrier once their wgmmas on it are complete. No
 // block-wide barrier in the loop, both consumer warpgroups keep two A register sets (the decode
 // of stage i + 1 runs while stage i's wgmmas do), and BN = 256 (twice the MACs per decoded
@@ -332,8 +333,7 @@ __device__ __forceinline__ void store_tile(const float (&acc)[BN / 2], float* st
 __host__ __device__ constexpr int ws_threads(int consumers) { return 128 * (1 + consumers); }  // + the producer
 __host__ __device__ constexpr int ws_stages(int bn, int consumers) { return bn == 256 ? 5 : (consumers == 3 ? 8 : 9); }
 __host__ __device__ constexpr int ws_smem_bytes(int bn, int consumers) {
-  return ws_stages(bn, consumers) * stage_bytes(bn, consumers) + 4 * consumers * kScaleBufBytes +
-         2 * ws_stages(bn, consumers) * 8 + 1024;
+  return ws_stages(bn, consumers) * stage_bytes(bn, consumers) + 2 * ws_stages(bn, consumers) * 8 + 1024;
 }
 static_assert(epilogue_bytes(64, 2) <= ws_stages(64, 2) * stage_bytes(64, 2) &&
                   epilogue_bytes(128, 2) <= ws_stages(128, 2) * stage_bytes(128, 2) &&
@@ -369,12 +369,6 @@ __device__ __forceinline__ void tma_load_2d(std::uint32_t dst, const CUtensorMap
       "l"(reinterpret_cast<std::uint64_t>(map)), "r"(k0), "r"(row0), "r"(mbar)
       : "memory");
 }
-// The arrival fires when all of this thread's earlier cp.async copies have completed; .noinc: the
-// barrier's expected count already includes it.
-__device__ __forceinline__ void cp_async_mbar_arrive(std::uint32_t a) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(a) : "memory");
-}
-
 template <int BN, bool F16, int C>
 __global__ void __launch_bounds__(ws_threads(C), 1)
     gemm_nvfp4_ws_kernel(GemvArgs p, int k_split, float* ws, const __grid_constant__ CUtensorMap act_map) {
@@ -400,7 +394,7 @@ __global__ void __launch_bounds__(ws_threads(C), 1)
 
   if (tid == 0)
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(full0 + 8 * s, 129);  // the producer warpgroup's 128 cp.async arrivals + the TMA's expect_tx
+      mbar_init(full0 + 8 * s, 129);  // the producer warpgroup's 128 arrivals (publish) + the TMA's expect_tx
       mbar_init(empty0 + 8 * s, 128 * C);  // every consumer thread
     }
   __syncthreads();
@@ -414,6 +408,13 @@ __global__ void __launch_bounds__(ws_threads(C), 1)
     // cp.async per thread and stage, each with its own address arithmetic, the producer warps
     // were the bottleneck at BN = 256 (ncu: consumers waited on the full barrier, the producer's
     // copies stalled on their address registers; docs/perf-cuda.md 26).
+    // The producer also converts each stage's scales once its copies have landed (kLag stages
+    // behind the copies: cp.async.wait_group), writes them beside the raw ones and only then
+    // arrives on the stage's full barrier. Why: when every consumer warp converted its rows'
+    // scales per stage, that chain (shared load -> conversion -> shared store -> __syncwarp ->
+    // load) sat on the consumers' critical path, and the consumers bind: ncu at 64 x 14336 x 4096
+    // put 10.6% of their stall samples on it, and leaving it out made the call 7% faster
+    // (docs/perf-cuda.md 34), while the producer warps mostly wait for empty slots.
     if constexpr (kConsumerRegs > 0) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     // This thread's weight chunks: rows pr + 64 j, half tid & 1; its scale words: rows tid + 128 j.
     constexpr int kWChunks = kRows / 64, kSWords = (kRows + 127) / 128;
@@ -432,9 +433,31 @@ __global__ void __launch_bounds__(ws_threads(C), 1)
       s_src[j] = p.scales + (s_ok[j] ? n0 + tid + 128 * j : 0) * (p.k / 16);
     }
     const std::uint32_t w_dst = BN * 128 + pr * kPackedPitch + (tid & 1) * 16;
-    const std::uint32_t s_dst = BN * 128 + tid * kPackedPitch + 32;
-    int slot = 0;
+    const std::uint32_t s_dst = BN * 128 + tid * kPackedPitch + kRawScaleOff;
+    // Stages whose copies may still be in flight while the producer converts an older one: 3 of
+    // the 8-9 slot rings, 2 of the 5 slot ring (bn 256), so that the copies of several stages
+    // overlap (one DRAM round trip is about two bn 64 stages).
+    constexpr int kLag = kStages >= 8 ? 3 : 2;
+    auto publish = [&](int ps) {  // ring slot ps: its copies have landed (this thread's)
+      const std::uint32_t st = base + ps * kStage;
+#pragma unroll
+      for (int j = 0; j < kSWords; ++j)
+        if (tid + 128 * j < kRows) {
+          const std::uint32_t a = st + s_dst + 128 * j * kPackedPitch;
+          std::uint32_t raw;
+          asm volatile("ld.shared.b32 %0, [%1];" : "=r"(raw) : "r"(a) : "memory");
+          const uint2 c = convert_row_scales<F16>(raw);
+          asm volatile("st.shared.v2.b32 [%0], {%1, %2};" ::"r"(a + (kScaleOff - kRawScaleOff)), "r"(c.x), "r"(c.y) : "memory");
+        }
+      // Releases this thread's copies (complete: cp.async.wait_group) and stores to the consumers.
+      mbar_arrive(full0 + 8 * ps);
+    };
+    int slot = 0, pslot = 0;
     std::uint32_t phase = 0;
+    auto publish_next = [&]() {
+      publish(pslot);
+      if (++pslot == kStages) pslot = 0;
+    };
 #pragma unroll 1
     for (int i = 0; i < nst; ++i) {
       if (i >= kStages) mbar_wait(empty0 + 8 * slot, phase ^ 1);
@@ -449,25 +472,25 @@ __global__ void __launch_bounds__(ws_threads(C), 1)
 #pragma unroll
       for (int j = 0; j < kSWords; ++j)
         if (tid + 128 * j < kRows) cp_async4(st + s_dst + 128 * j * kPackedPitch, s_src[j] + kst * 4, s_ok[j]);
-      cp_async_mbar_arrive(full0 + 8 * slot);
+      cp_async_commit();
       if (++slot == kStages) {
         slot = 0;
         phase ^= 1;
       }
+      if (i >= kLag) {
+        cp_async_wait<kLag>();  // stage i - kLag's copies
+        publish_next();
+      }
     }
     cp_async_wait<0>();
+    for (int i = max(0, nst - kLag); i < nst; ++i) publish_next();
     return;
   }
 
   // Consumers: warp cw owns weight rows 16 cw .. 16 cw + 15 of the block's kRows.
   if constexpr (kConsumerRegs > 0) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kConsumerRegs));
   const int cw = (tid - 128) >> 5, g = lane >> 2, t = lane & 3;
-  std::uint8_t* const sbuf = smem + kStages * kStage + 2 * kStages * 8 + cw * kScaleBufBytes;
-  const int wrow0 = cw * 16;
-  auto convert = [&](int slot, int b) {
-    convert_stage_scales<F16>(smem + slot * kStage + BN * 128, wrow0, lane, sbuf + b * 128);
-  };
-  const int wr = wrow0 + g;
+  const int wr = cw * 16 + g;
   const std::uint32_t sel = 0x4440u | static_cast<std::uint32_t>(t);
   // The next stage's words are read into registers ahead of its decode, so that their
   // shared-memory latency can overlap the wait for the previous stage's wgmmas (ncu: the decode's
@@ -475,7 +498,7 @@ __global__ void __launch_bounds__(ws_threads(C), 1)
   // 2026-12-01, docs/perf-cuda.md 27): batched decode B = 128 / 96 1.0% / 1.2% faster (95% CIs
   // exclude 0); single linears within +-1%, except 256 x 4096^2 (27.1 against 26.2 us).
   auto load_raw = [&](int slot, StageWords& q) { load_stage_words(smem + slot * kStage + BN * 128, wr, q); };
-  auto decode = [&](const StageWords& q, int b, std::uint32_t (&a)[4][4]) { decode_stage<F16>(q, sbuf + b * 128, g, sel, a); };
+  auto decode = [&](const StageWords& q, std::uint32_t (&a)[4][4]) { decode_stage<F16>(q, sel, a); };
   float acc[BN / 2];
 #pragma unroll
   for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
@@ -493,9 +516,7 @@ __global__ void __launch_bounds__(ws_threads(C), 1)
   if (nst > 0) {
     ready();
     load_raw(0, raw);
-    convert(0, 0);
-    __syncwarp();
-    decode(raw, 0, a0);
+    decode(raw, a0);
   }
   // Stage i: issue its wgmmas; wait for stage i + 1's data and read its packed words and scales
   // (no A register is written yet); wait for stage i - 1's wgmmas (the other A set), release that
@@ -517,17 +538,13 @@ __global__ void __launch_bounds__(ws_threads(C), 1)
     if (more) {
       ready();
       load_raw(slot, raw);
-      convert(slot, (i + 1) & 1);
     }
     wgmma_wait<1>();
     // Every consumer thread releases its own reads of stage i - 1 (an mbarrier arrive orders only
     // the arriving thread's accesses; one lane per warp made racecheck flag the refill).
     if (i > 0) mbar_arrive(empty0 + 8 * prev_of_prev);
     prev_of_prev = prev;
-    if (more) {
-      __syncwarp();
-      decode(raw, (i + 1) & 1, anext);
-    }
+    if (more) decode(raw, anext);
   };
 #pragma unroll 1
   for (int i = 0; i < nst; i += 2) {
