@@ -413,8 +413,10 @@ __global__ void __launch_bounds__(ws_threads(C), 1)
     // arrives on the stage's full barrier. Why: when every consumer warp converted its rows'
     // scales per stage, that chain (shared load -> conversion -> shared store -> __syncwarp ->
     // load) sat on the consumers' critical path, and the consumers bind: ncu at 64 x 14336 x 4096
-    // put 10.6% of their stall samples on it, and leaving it out made the call 7% faster
-    // (docs/perf-cuda.md 34), while the producer warps mostly wait for empty slots.
+    // put 10.5% of the kernel's stall samples on that load and store, the producer waited for
+    // empty slots. Measured on H200 against the consumers converting (docs/perf-cuda.md 34):
+    // 2-4% faster per linear from 64 to 2048 rows, Llama-3-8B batched decode B = 64 / 128 -2.9% /
+    // -2.3%.
     if constexpr (kConsumerRegs > 0) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     // This thread's weight chunks: rows pr + 64 j, half tid & 1; its scale words: rows tid + 128 j.
     constexpr int kWChunks = kRows / 64, kSWords = (kRows + 127) / 128;
