@@ -436,10 +436,15 @@ __global__ void __launch_bounds__(ws_threads(C), 1)
     }
     const std::uint32_t w_dst = BN * 128 + pr * kPackedPitch + (tid & 1) * 16;
     const std::uint32_t s_dst = BN * 128 + tid * kPackedPitch + kRawScaleOff;
-    // Stages whose copies may still be in flight while the producer converts an older one: 3 of
-    // the 8-9 slot rings, 2 of the 5 slot ring (bn 256), so that the copies of several stages
-    // overlap (one DRAM round trip is about two bn 64 stages).
+    // Stages whose copies may still be in flight while the producer converts an older one (so
+    // that several stages' copies overlap): 3 with the 8-9 slot rings, 2 with bn 256's 5 slots.
+    // Not tuned: the one setting measured (docs/perf-cuda.md 34). Bound: a consumer releases
+    // stage j's slot only after stage j + 2 is published (it waits for j + 2's full barrier
+    // before it releases j), and the producer, before filling stage i, waits for the release of
+    // stage i - kStages while it has published up to i - 1 - kLag; so kLag <= kStages - 3, or
+    // the two wait for each other.
     constexpr int kLag = kStages >= 8 ? 3 : 2;
+    static_assert(kLag <= kStages - 3, "the producer's lag must leave the consumers a published stage");
     auto publish = [&](int ps) {  // ring slot ps: its copies have landed (this thread's)
       const std::uint32_t st = base + ps * kStage;
 #pragma unroll
