@@ -3,10 +3,13 @@
 # build (Release, CUDA, Ninja), run the CUDA tests (GoogleTest JSON), compute-sanitizer memcheck
 # and racecheck on the CUDA test binary, the autotuner, and the benchmark (JSON + table).
 #
-#   scripts/device_cuda.sh [all|test|portable|tune|bench|replay|sanitize|profile|cpu]...  (default: all; in that order)
+#   scripts/device_cuda.sh [all|test|portable|tune|bench|replay|sanitize|profile|ab|cpu]...  (default: all; in that order)
 #   (portable: the CUDA tests again on a build of compute_80 PTX only, the code GPUs other than
 #   Hopper run; NVFP4_PORTABLE_PREBUILT=DIR for binaries built elsewhere)
 #   (profile: ncu on the repacked GEMV, NVFP4_PROFILE_SHAPES; not part of all)
+#   (ab: this tree's `nvfp4` (B) against another build's (A, NVFP4_AB_BASE=DIR holding its
+#   `nvfp4`), both in this run: `nvfp4 compare` per linear (NVFP4_AB_SHAPES, "M,N,K ...") and per
+#   Llama-3-8B decode step (NVFP4_AB_BATCHES, "1 64 ..."); not part of all)
 #
 # `cpu` (not part of all) runs the CPU backend on this machine's host CPU, pinned to 2 cores
 # (taskset, NVFP4_NUM_THREADS=2): the CPU tests (the AMX ones run where the host has AMX) and
@@ -216,6 +219,25 @@ if want sanitize; then
       --gtest_filter="${RACECHECK_FILTER:-CudaGemv.EveryTile*:CudaGemv.Strided*:CudaRepack.WideLaunch*:CudaRgemm.Small*:CudaWgemm.Small*:CudaWgemm.Epilogue*}" || { echo "racecheck FAILED rc=$?"; STATUS=1; }
   else
     echo "compute-sanitizer not found"
+  fi
+fi
+if named ab; then
+  # A kernel change against the build before it, in one run on one machine (lent machines differ
+  # by ~2%): A B B A rounds, the median ratio's 95% CI and a verdict per workload (bench/compare.h).
+  # Replaces the ad hoc NVFP4_EXTRA loops of earlier sessions (docs/perf-cuda.md 34).
+  if [ -x "${NVFP4_AB_BASE:-}/nvfp4" ]; then
+    for s in ${NVFP4_AB_SHAPES:-}; do
+      say "A/B per linear $s: A $NVFP4_AB_BASE/nvfp4, B this tree"
+      "$CLI" compare --a "$NVFP4_AB_BASE/nvfp4" --b self --backend cuda --shape "$s" --rounds "${NVFP4_AB_ROUNDS:-12}" \
+        --json "$OUT/ab_shape_${s//,/x}.json" | grep -E "B/A|verdict" || STATUS=1
+    done
+    for b in ${NVFP4_AB_BATCHES:-}; do
+      say "A/B Llama-3-8B decode, B = $b: A $NVFP4_AB_BASE/nvfp4, B this tree"
+      "$CLI" compare --a "$NVFP4_AB_BASE/nvfp4" --b self --mode decode --batch "$b" --rounds "${NVFP4_AB_ROUNDS:-12}" \
+        --json "$OUT/ab_decode_b$b.json" | grep -E "B/A|verdict" || STATUS=1
+    done
+  else
+    echo "ab: NVFP4_AB_BASE must name a folder with the other build's nvfp4"; STATUS=1
   fi
 fi
 if named profile && command -v ncu >/dev/null; then
