@@ -225,17 +225,16 @@ if named ab; then
   # A kernel change against the build before it, in one run on one machine (lent machines differ
   # by ~2%): A B B A rounds, the median ratio's 95% CI and a verdict per workload (bench/compare.h).
   # Replaces the ad hoc NVFP4_EXTRA loops of earlier sessions (docs/perf-cuda.md 34).
+  ab_compare() {  # label, JSON file under $OUT, the workload's arguments
+    local label=$1 json=$2
+    shift 2
+    say "A/B $label: A $NVFP4_AB_BASE/nvfp4, B this tree"
+    "$CLI" compare --a "$NVFP4_AB_BASE/nvfp4" --b self "$@" --rounds "${NVFP4_AB_ROUNDS:-12}" --json "$OUT/$json" |
+      grep -E "B/A|verdict" || STATUS=1
+  }
   if [ -x "${NVFP4_AB_BASE:-}/nvfp4" ]; then
-    for s in ${NVFP4_AB_SHAPES:-}; do
-      say "A/B per linear $s: A $NVFP4_AB_BASE/nvfp4, B this tree"
-      "$CLI" compare --a "$NVFP4_AB_BASE/nvfp4" --b self --backend cuda --shape "$s" --rounds "${NVFP4_AB_ROUNDS:-12}" \
-        --json "$OUT/ab_shape_${s//,/x}.json" | grep -E "B/A|verdict" || STATUS=1
-    done
-    for b in ${NVFP4_AB_BATCHES:-}; do
-      say "A/B Llama-3-8B decode, B = $b: A $NVFP4_AB_BASE/nvfp4, B this tree"
-      "$CLI" compare --a "$NVFP4_AB_BASE/nvfp4" --b self --mode decode --batch "$b" --rounds "${NVFP4_AB_ROUNDS:-12}" \
-        --json "$OUT/ab_decode_b$b.json" | grep -E "B/A|verdict" || STATUS=1
-    done
+    for s in ${NVFP4_AB_SHAPES:-}; do ab_compare "per linear $s" "ab_shape_${s//,/x}.json" --backend cuda --shape "$s"; done
+    for b in ${NVFP4_AB_BATCHES:-}; do ab_compare "Llama-3-8B decode, B = $b" "ab_decode_b$b.json" --mode decode --batch "$b"; done
   else
     echo "ab: NVFP4_AB_BASE must name a folder with the other build's nvfp4"; STATUS=1
   fi

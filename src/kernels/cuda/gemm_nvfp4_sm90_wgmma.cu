@@ -445,8 +445,12 @@ __global__ void __launch_bounds__(ws_threads(C), 1)
     // the two wait for each other.
     constexpr int kLag = kStages >= 8 ? 3 : 2;
     static_assert(kLag <= kStages - 3, "the producer's lag must leave the consumers a published stage");
-    auto publish = [&](int ps) {  // ring slot ps: its copies have landed (this thread's)
-      const std::uint32_t st = base + ps * kStage;
+    // Publishes the oldest unpublished stage (ring slot pslot), whose copies by this thread have
+    // landed (cp.async.wait_group).
+    int slot = 0, pslot = 0;
+    std::uint32_t phase = 0;
+    auto publish_next = [&]() {
+      const std::uint32_t st = base + pslot * kStage;
 #pragma unroll
       for (int j = 0; j < kSWords; ++j)
         if (tid + 128 * j < kRows) {
@@ -457,12 +461,7 @@ __global__ void __launch_bounds__(ws_threads(C), 1)
           asm volatile("st.shared.v2.b32 [%0], {%1, %2};" ::"r"(a + (kScaleOff - kRawScaleOff)), "r"(c.x), "r"(c.y) : "memory");
         }
       // Releases this thread's copies (complete: cp.async.wait_group) and stores to the consumers.
-      mbar_arrive(full0 + 8 * ps);
-    };
-    int slot = 0, pslot = 0;
-    std::uint32_t phase = 0;
-    auto publish_next = [&]() {
-      publish(pslot);
+      mbar_arrive(full0 + 8 * pslot);
       if (++pslot == kStages) pslot = 0;
     };
 #pragma unroll 1
