@@ -60,7 +60,7 @@ else
 fi
 
 # NVFP4_PREBUILT=DIR: use nvfp4_test_cuda / nvfp4_bench_cuda / nvfp4 built elsewhere (same Debian 12
-# toolchain); saves the device-side build. Without it: configure + build here. A DIR whose binaries
+# toolchain; scripts/prebuilt_cuda.sh makes and packs them); saves the device-side build. Without it: configure + build here. A DIR whose binaries
 # are missing or do not start is an error, not a silent fallback to a build (2026-12-02: a folder
 # without the test binary fell back, and the build stopped at CMake for want of a dependency).
 BB=""
