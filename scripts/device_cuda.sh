@@ -59,10 +59,11 @@ else
   echo "no .devdeps/: using the system's packages"
 fi
 
-# NVFP4_PREBUILT=DIR: use nvfp4_test_cuda / nvfp4_bench_cuda / nvfp4 built elsewhere (same Debian 12
-# toolchain; scripts/prebuilt_cuda.sh makes and packs them); saves the device-side build. Without it: configure + build here. A DIR whose binaries
-# are missing or do not start is an error, not a silent fallback to a build (2026-12-02: a folder
-# without the test binary fell back, and the build stopped at CMake for want of a dependency).
+# NVFP4_PREBUILT=DIR: use nvfp4_test_cuda / nvfp4_bench_cuda / nvfp4 built elsewhere (same
+# Debian 12 toolchain; scripts/prebuilt_cuda.sh makes and packs them); saves the device-side build.
+# Without it: configure + build here. A DIR whose binaries are missing or do not start is an
+# error, not a silent fallback to a build (2026-12-02: a folder without the test binary fell
+# back, and the build stopped at CMake for want of a dependency).
 BB=""
 if [ -n "${NVFP4_PREBUILT:-}" ]; then
   for b in nvfp4_test_cuda nvfp4_bench_cuda nvfp4; do
@@ -77,8 +78,6 @@ if [ -n "${NVFP4_PREBUILT:-}" ]; then
     echo "NVFP4_PREBUILT=$NVFP4_PREBUILT: nvfp4_test_cuda does not start:"
     "$NVFP4_PREBUILT/nvfp4_test_cuda" --gtest_list_tests 2>&1 | tail -3; exit 1
   fi
-fi
-if [ -n "${NVFP4_PREBUILT:-}" ]; then
   say "prebuilt binaries from $NVFP4_PREBUILT"
   TB=$NVFP4_PREBUILT/nvfp4_test_cuda
   TT=$NVFP4_PREBUILT/nvfp4_test_cuda_threads
