@@ -3,6 +3,7 @@
 // tile rule, non-finite rows.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -177,6 +178,46 @@ TEST(CudaWgemm, SmallRunsForTheSanitizers) {
       Tensor xc = x;
       check_against_oracle(MatrixView{xc.data(), dt, m, k, k}, qw, MatrixView{y.data(), dt, m, n, n},
                            std::string("wgemm ") + dtype_name(dt) + " " + wg_tile_name(&t));
+    }
+  }
+}
+
+// With two consumer warpgroups the producer copies the scales in groups of 4 stages (16 bytes) per
+// row where K % 256 == 0 and the scale base is 16-byte aligned, else 4 bytes per stage (always with
+// three). Every route matches the oracle and gives the same bits: K = 1024 (grouped; split 3
+// starts its blocks at stages 0 / 6 / 12, inside a group), 1280 (grouped, 20 stages), 1088 (17
+// stages, per stage), and each K again with the scales 4 bytes past a 16-byte boundary (per
+// stage). N = 200 leaves a block's last rows past N (zero-filled scales).
+TEST(CudaWgemm, ScalesCopiedInGroupsOrPerStage) {
+  REQUIRE_HOPPER_PATHS();
+  for (const std::int64_t k : {1024, 1280, 1088}) {
+    const std::int64_t n = 200, m = 70;
+    const std::uint64_t seed = 5150 + k;
+    SCOPED_TRACE("seed " + std::to_string(seed) + " K=" + std::to_string(k));
+    const QuantizedWeight qw = random_weight(n, k, seed);
+    const CanonWeight dw(qw);
+    std::vector<std::uint8_t> shifted(qw.scales.size() + 4, 0);
+    std::copy(qw.scales.begin(), qw.scales.end(), shifted.begin() + 4);
+    const DeviceCopy ds(shifted.data(), shifted.size());
+    WeightView off = dw.view();
+    off.scales = static_cast<const std::uint8_t*>(ds.p) + 4;
+    for (const DType dt : {DType::kBF16, DType::kF16}) {
+      const Tensor x = random_x(dt, m, k, seed + 1);
+      const DeviceCopy dx(x.data(), x.bytes.size());
+      for (const cuda::WgemmTile t : {cuda::WgemmTile{64, 1}, cuda::WgemmTile{64, 3}, cuda::WgemmTile{64, 3, 3},
+                                      cuda::WgemmTile{128, 1}, cuda::WgemmTile{128, 3, 3}, cuda::WgemmTile{256, 2}}) {
+        const std::string what = std::string(dtype_name(dt)) + " " + wg_tile_name(&t);
+        Tensor y = nan_tensor(dt, m, n), y_off = nan_tensor(dt, m, n);
+        for (const auto& [w, out] : {std::pair<WeightView, Tensor*>{dw.view(), &y}, {off, &y_off}}) {
+          const DeviceCopy dy(out->data(), out->bytes.size());
+          cuda::quantized_matmul_wgemm(MatrixView{dx.p, dt, m, k, k}, w, MatrixView{dy.p, dt, m, n, n}, nullptr, &t);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+          dy.back(out->data());
+        }
+        Tensor xc = x;
+        check_against_oracle(MatrixView{xc.data(), dt, m, k, k}, qw, MatrixView{y.data(), dt, m, n, n}, "wgemm " + what);
+        ASSERT_TRUE(y.bytes == y_off.bytes) << what << ": the scales 4 bytes off 16-byte alignment gave other bits";
+      }
     }
   }
 }

@@ -332,8 +332,14 @@ __device__ __forceinline__ void store_tile(const float (&acc)[BN / 2], float* st
 // 4.72 (docs/perf-cuda.md 26, 28).
 __host__ __device__ constexpr int ws_threads(int consumers) { return 128 * (1 + consumers); }  // + the producer
 __host__ __device__ constexpr int ws_stages(int bn, int consumers) { return bn == 256 ? 5 : (consumers == 3 ? 8 : 9); }
+// The ring of stages, then its full and empty barriers (8 bytes each), then the scale groups'
+// ring (2 slots of 16 bytes per weight row), then the 1024 bytes of alignment slack.
 __host__ __device__ constexpr int ws_smem_bytes(int bn, int consumers) {
-  return ws_stages(bn, consumers) * stage_bytes(bn, consumers) + 2 * ws_stages(bn, consumers) * 8 + 1024;
+  return ws_stages(bn, consumers) * stage_bytes(bn, consumers) + 2 * ws_stages(bn, consumers) * 8 +
+         2 * 16 * ws_rows(consumers) + 1024;
+}
+__device__ __forceinline__ std::uint32_t ws_scale_ring(std::uint32_t base, int stages, int stage_bytes) {
+  return base + stages * stage_bytes + 2 * stages * 8;
 }
 static_assert(epilogue_bytes(64, 2) <= ws_stages(64, 2) * stage_bytes(64, 2) &&
                   epilogue_bytes(128, 2) <= ws_stages(128, 2) * stage_bytes(128, 2) &&
@@ -404,7 +410,7 @@ __global__ void __launch_bounds__(ws_threads(C), 1)
   if (tid < 128) {
     // Producer. Per stage: the activation tile by one tensor-map copy (thread 0; the 128-byte
     // swizzle of the map is the one the wgmma descriptor reads), the kRows weight rows' 2 kRows
-    // chunks (2 or 3 per thread) and kRows scale words (1 or 2) by cp.async. Why TMA for the activations: with 16
+    // chunks (2 or 3 per thread) and the scales (see s_grouped) by cp.async. Why TMA for the activations: with 16
     // cp.async per thread and stage, each with its own address arithmetic, the producer warps
     // were the bottleneck at BN = 256 (ncu: consumers waited on the full barrier, the producer's
     // copies stalled on their address registers; docs/perf-cuda.md 26).
@@ -436,6 +442,23 @@ __global__ void __launch_bounds__(ws_threads(C), 1)
     }
     const std::uint32_t w_dst = BN * 128 + pr * kPackedPitch + (tid & 1) * 16;
     const std::uint32_t s_dst = BN * 128 + tid * kPackedPitch + kRawScaleOff;
+    // With two consumer warpgroups the scales are copied 4 stages (16 bytes) per row at a time,
+    // into a 2-slot ring of their own beside the barriers, where K % 256 == 0 and the scale
+    // pointer is 16-byte aligned; else 4 bytes per row and stage go into the stage (kRawScaleOff).
+    // Why: those 4-byte copies were 40% of the kernel's L2 requests for 11% of its bytes (a
+    // block's stage touched 128 sectors for 512 bytes of scales). Measured on H200 against the
+    // 4-byte copies (paired, docs/perf-cuda.md 36): 64 / 128 / 256 / 1024 x 14336 x 4096 -3.4% /
+    // -4.9% / -2.7% / -2.9%, Llama-3-8B batched decode B = 64 / 128 -2.2% / -3.4%. Groups of 8
+    // stages (32 bytes, one whole sector per row) gained less (-2.0% / -5.2% / -2.0% / -2.2%).
+    // Three consumer warpgroups keep the 4-byte copies: grouped, 56 x 6144 x 4096 ran 1.5%
+    // slower (96 x 6144 x 4096 -0.8%), and the bn 128 kernel's 40-register producer spilled.
+    // Group q (stages 4q .. 4q + 3) goes to ring slot q & 1 with the copies of its first stage
+    // (or of the block's first stage), so the cp.async.wait_group before a stage's publication
+    // covers it; group q + 2 refills the slot only after stage 4q + 3 is published (kLag < 5).
+    // Why not registers: a load into whichever of two register buffers was free became, in
+    // ptxas's hands, one load and moves that waited for DRAM at once (SASS), 26% slower.
+    const bool s_grouped = C == 2 && p.k % 256 == 0 && reinterpret_cast<std::uintptr_t>(p.scales) % 16 == 0;
+    const std::uint32_t s_ring = ws_scale_ring(base, kStages, kStage);
     // Stages whose copies may still be in flight while the producer converts an older one (so
     // that several stages' copies overlap): 3 with the 8-9 slot rings, 2 with bn 256's 5 slots.
     // Not tuned: the one setting measured (docs/perf-cuda.md 34). Bound: a consumer releases
@@ -445,9 +468,10 @@ __global__ void __launch_bounds__(ws_threads(C), 1)
     // the two wait for each other.
     constexpr int kLag = kStages >= 8 ? 3 : 2;
     static_assert(kLag <= kStages - 3, "the producer's lag must leave the consumers a published stage");
+    static_assert(kLag < 5, "a scale group's slot is refilled only after its last stage is published");
     // Publishes the oldest unpublished stage (ring slot pslot), whose copies by this thread have
     // landed (cp.async.wait_group).
-    int slot = 0, pslot = 0;
+    int slot = 0, pslot = 0, pkst = s_beg;
     std::uint32_t phase = 0;
     auto publish_next = [&]() {
       const std::uint32_t st = base + pslot * kStage;
@@ -455,14 +479,17 @@ __global__ void __launch_bounds__(ws_threads(C), 1)
       for (int j = 0; j < kSWords; ++j)
         if (tid + 128 * j < kRows) {
           const std::uint32_t a = st + s_dst + 128 * j * kPackedPitch;
+          const std::uint32_t from =
+              s_grouped ? s_ring + (((pkst >> 2) & 1) * kRows + tid + 128 * j) * 16 + (pkst & 3) * 4 : a;
           std::uint32_t raw;
-          asm volatile("ld.shared.b32 %0, [%1];" : "=r"(raw) : "r"(a) : "memory");
+          asm volatile("ld.shared.b32 %0, [%1];" : "=r"(raw) : "r"(from) : "memory");
           const uint2 c = convert_row_scales<F16>(raw);
           asm volatile("st.shared.v2.b32 [%0], {%1, %2};" ::"r"(a + (kScaleOff - kRawScaleOff)), "r"(c.x), "r"(c.y) : "memory");
         }
       // Releases this thread's copies (complete: cp.async.wait_group) and stores to the consumers.
       mbar_arrive(full0 + 8 * pslot);
       if (++pslot == kStages) pslot = 0;
+      ++pkst;
     };
 #pragma unroll 1
     for (int i = 0; i < nst; ++i) {
@@ -475,9 +502,16 @@ __global__ void __launch_bounds__(ws_threads(C), 1)
       }
 #pragma unroll
       for (int j = 0; j < kWChunks; ++j) cp_async16(st + w_dst + 64 * j * kPackedPitch, w_src[j] + kst * 32, w_ok[j]);
+      if (!s_grouped) {
 #pragma unroll
-      for (int j = 0; j < kSWords; ++j)
-        if (tid + 128 * j < kRows) cp_async4(st + s_dst + 128 * j * kPackedPitch, s_src[j] + kst * 4, s_ok[j]);
+        for (int j = 0; j < kSWords; ++j)
+          if (tid + 128 * j < kRows) cp_async4(st + s_dst + 128 * j * kPackedPitch, s_src[j] + kst * 4, s_ok[j]);
+      } else if (i == 0 || (kst & 3) == 0) {
+#pragma unroll
+        for (int j = 0; j < kSWords; ++j)
+          if (tid + 128 * j < kRows)
+            cp_async16(s_ring + (((kst >> 2) & 1) * kRows + tid + 128 * j) * 16, s_src[j] + (kst >> 2) * 16, s_ok[j]);
+      }
       cp_async_commit();
       if (++slot == kStages) {
         slot = 0;
