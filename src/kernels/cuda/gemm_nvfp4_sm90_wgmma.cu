@@ -64,7 +64,8 @@ namespace {
 __host__ __device__ constexpr int ws_rows(int consumers) { return 64 * consumers; }
 constexpr int kMinRows = 128;  // two consumer warpgroups
 constexpr int kStageK = 64;           // k per stage: 4 wgmma k16 steps, one 128-byte activation row
-// Weight row r of a stage: 32 packed bytes at 48 r, its 4 raw E4M3 scales at 48 r + 32 and their
+// Weight row r of a stage: 32 packed bytes at 48 r, its 4 raw E4M3 scales at 48 r + 32 (where they
+// are copied per stage; grouped copies go to a ring of their own, see s_grouped) and their
 // conversion (4 x bf16 |scale| * 2^119, or fp16 |scale| * 2^7) at 48 r + 40. The pitch of 48 puts
 // the lanes' reads of 8 consecutive rows on distinct banks (8-byte reads at 48 g + 40: banks
 // 12 g + 10 mod 32, distinct pairs).
