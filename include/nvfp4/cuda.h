@@ -106,6 +106,12 @@ struct RepackedMatmulOptions {
 // 28): the repacked GEMM is the faster choice up to ~48 bf16 rows; above that quantized_matmul
 // on the canonical weights (the wgmma GEMM) is, so an engine keeps both layouts' calls: the
 // Llama-3-8B replay (`nvfp4 bench --batch B`) switches at 49 rows.
+// Memory: the repacked copy has the canonical byte count (N K / 2 + N K / 16), so keeping both
+// layouts doubles the weight bytes. Either layout alone serves every M: the repacked one from 49
+// rows through the repacked GEMM, slower than the wgmma GEMM there (128 x 4096^2: 25.5 against
+// 19.6 us at 28ef57b, docs/perf-cuda.md 22); the canonical one at M <= 16 through the canonical
+// GEMV (Llama-3-8B decode 2.82 against 1.44 ms per token at b58738c,
+// bench/results/compare-2026-12-01-h200-repack-b58738c.json). docs/perf.md lists the lead.
 void quantized_matmul_repacked(const MatrixView& x, const RepackedWeightView& w, const MatrixView& y,
                                void* stream = nullptr, const RepackedMatmulOptions& options = {});
 
