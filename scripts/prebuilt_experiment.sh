@@ -2,7 +2,8 @@
 # scripts/prebuilt_experiment.sh PATCH OUT_DIR -- build the device binaries of an experiment patch
 # (bench/results/*-experiment-*.patch) without leaving it in the tree: apply it, build and pack
 # with scripts/prebuilt_cuda.sh into OUT_DIR (ignored by git: build-prebuilt-*), then reverse it
-# except its exp/ scripts, which stay (untracked) for the device call to run.
+# except its exp/ scripts, which are written afresh from the patch and stay (untracked) for the
+# device call to run.
 # Why: the device time is the scarce part, and an incremental build in build-lead-cuda takes ~1
 # minute where a fresh CUDA build takes ~10; the patches are kept, never merged, until measured.
 #   e.g. scripts/prebuilt_experiment.sh bench/results/ws-stream-k-experiment-2026-12-02.patch build-prebuilt-sk
@@ -17,5 +18,6 @@ if ! git diff --quiet -- src tests bench include; then
 fi
 git apply --exclude='exp/*' "$patch"
 trap 'git apply -R --exclude="exp/*" "$patch"' EXIT
-git apply --include='exp/*' "$patch" 2>/dev/null || echo "(exp/ scripts already present: kept as they are)"
+for f in $(git apply --numstat --include='exp/*' "$patch" | cut -f3); do rm -f "$f"; done
+git apply --include='exp/*' "$patch"
 bash scripts/prebuilt_cuda.sh build-lead-cuda "$out"
