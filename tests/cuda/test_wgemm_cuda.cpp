@@ -40,16 +40,21 @@ struct CanonWeight {
   WeightView view() const { return {static_cast<const std::uint8_t*>(p.p), static_cast<const std::uint8_t*>(s.p), ts, n, k}; }
 };
 
-void run_wgemm(const CanonWeight& dw, const Tensor& x, Tensor& y, std::int64_t m, const cuda::WgemmTile* tile,
+// x (host) times the device weights w into y (host), through the ws kernel.
+void run_wgemm(const WeightView& w, const Tensor& x, Tensor& y, std::int64_t m, const cuda::WgemmTile* tile,
                std::int64_t x_cols = -1, std::int64_t x_stride = -1) {
   const DeviceCopy dx(x.data(), x.bytes.size()), dy(y.data(), y.bytes.size());
-  const std::int64_t cols = x_cols < 0 ? dw.k : x_cols, stride = x_stride < 0 ? dw.k : x_stride;
+  const std::int64_t cols = x_cols < 0 ? w.k : x_cols, stride = x_stride < 0 ? w.k : x_stride;
   std::string name;
-  cuda::quantized_matmul_wgemm(MatrixView{dx.p, x.dtype, m, cols, stride}, dw.view(), MatrixView{dy.p, y.dtype, m, dw.n, dw.n},
+  cuda::quantized_matmul_wgemm(MatrixView{dx.p, x.dtype, m, cols, stride}, w, MatrixView{dy.p, y.dtype, m, w.n, w.n},
                                nullptr, tile, &name);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   ASSERT_TRUE(name.rfind("gemm_nvfp4_sm90_ws_", 0) == 0) << name;
   dy.back(y.data());
+}
+void run_wgemm(const CanonWeight& dw, const Tensor& x, Tensor& y, std::int64_t m, const cuda::WgemmTile* tile,
+               std::int64_t x_cols = -1, std::int64_t x_stride = -1) {
+  run_wgemm(dw.view(), x, y, m, tile, x_cols, x_stride);
 }
 
 std::string wg_tile_name(const cuda::WgemmTile* t) {
@@ -203,16 +208,14 @@ TEST(CudaWgemm, ScalesCopiedInGroupsOrPerStage) {
     off.scales = static_cast<const std::uint8_t*>(ds.p) + 4;
     for (const DType dt : {DType::kBF16, DType::kF16}) {
       const Tensor x = random_x(dt, m, k, seed + 1);
-      const DeviceCopy dx(x.data(), x.bytes.size());
       for (const cuda::WgemmTile t : {cuda::WgemmTile{64, 1}, cuda::WgemmTile{64, 3}, cuda::WgemmTile{64, 3, 3},
                                       cuda::WgemmTile{128, 1}, cuda::WgemmTile{128, 3, 3}, cuda::WgemmTile{256, 2}}) {
         const std::string what = std::string(dtype_name(dt)) + " " + wg_tile_name(&t);
         Tensor y = nan_tensor(dt, m, n), y_off = nan_tensor(dt, m, n);
-        for (const auto& [w, out] : {std::pair<WeightView, Tensor*>{dw.view(), &y}, {off, &y_off}}) {
-          const DeviceCopy dy(out->data(), out->bytes.size());
-          cuda::quantized_matmul_wgemm(MatrixView{dx.p, dt, m, k, k}, w, MatrixView{dy.p, dt, m, n, n}, nullptr, &t);
-          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
-          dy.back(out->data());
+        {
+          SCOPED_TRACE(what);
+          run_wgemm(dw.view(), x, y, m, &t);
+          run_wgemm(off, x, y_off, m, &t);
         }
         Tensor xc = x;
         check_against_oracle(MatrixView{xc.data(), dt, m, k, k}, qw, MatrixView{y.data(), dt, m, n, n}, "wgemm " + what);

@@ -334,13 +334,16 @@ __device__ __forceinline__ void store_tile(const float (&acc)[BN / 2], float* st
 __host__ __device__ constexpr int ws_threads(int consumers) { return 128 * (1 + consumers); }  // + the producer
 __host__ __device__ constexpr int ws_stages(int bn, int consumers) { return bn == 256 ? 5 : (consumers == 3 ? 8 : 9); }
 // The ring of stages, then its full and empty barriers (8 bytes each), then the scale groups'
-// ring (2 slots of 16 bytes per weight row), then the 1024 bytes of alignment slack.
-__host__ __device__ constexpr int ws_smem_bytes(int bn, int consumers) {
-  return ws_stages(bn, consumers) * stage_bytes(bn, consumers) + 2 * ws_stages(bn, consumers) * 8 +
-         2 * 16 * ws_rows(consumers) + 1024;
+// ring (two consumer warpgroups only: 2 slots of 16 bytes per weight row), then the 1024 bytes of
+// alignment slack.
+__host__ __device__ constexpr int ws_scale_ring_offset(int bn, int consumers) {
+  return ws_stages(bn, consumers) * stage_bytes(bn, consumers) + 2 * ws_stages(bn, consumers) * 8;
 }
-__device__ __forceinline__ std::uint32_t ws_scale_ring(std::uint32_t base, int stages, int stage_bytes) {
-  return base + stages * stage_bytes + 2 * stages * 8;
+__host__ __device__ constexpr int ws_scale_ring_bytes(int consumers) {
+  return consumers == 2 ? 2 * 16 * ws_rows(consumers) : 0;
+}
+__host__ __device__ constexpr int ws_smem_bytes(int bn, int consumers) {
+  return ws_scale_ring_offset(bn, consumers) + ws_scale_ring_bytes(consumers) + 1024;
 }
 static_assert(epilogue_bytes(64, 2) <= ws_stages(64, 2) * stage_bytes(64, 2) &&
                   epilogue_bytes(128, 2) <= ws_stages(128, 2) * stage_bytes(128, 2) &&
@@ -459,7 +462,7 @@ __global__ void __launch_bounds__(ws_threads(C), 1)
     // Why not registers: a load into whichever of two register buffers was free became, in
     // ptxas's hands, one load and moves that waited for DRAM at once (SASS), 26% slower.
     const bool s_grouped = C == 2 && p.k % 256 == 0 && reinterpret_cast<std::uintptr_t>(p.scales) % 16 == 0;
-    const std::uint32_t s_ring = ws_scale_ring(base, kStages, kStage);
+    const std::uint32_t s_ring = base + ws_scale_ring_offset(BN, C);
     // Stages whose copies may still be in flight while the producer converts an older one (so
     // that several stages' copies overlap): 3 with the 8-9 slot rings, 2 with bn 256's 5 slots.
     // Not tuned: the one setting measured (docs/perf-cuda.md 34). Bound: a consumer releases
