@@ -111,7 +111,9 @@ struct RepackedMatmulOptions {
 // rows through the repacked GEMM, slower than the wgmma GEMM there (128 x 4096^2: 25.5 against
 // 19.6 us at 28ef57b, docs/perf-cuda.md 22); the canonical one at M <= 16 through the canonical
 // GEMV (Llama-3-8B decode 2.82 against 1.44 ms per token at b58738c,
-// bench/results/compare-2026-12-01-h200-repack-b58738c.json). docs/perf.md lists the lead.
+// bench/results/compare-2026-12-01-h200-repack-b58738c.json). A wgmma GEMM on the repacked layout
+// (activations permuted per 64-k chunk) measured +1.3% / +9.7% per Llama-3-8B step at B = 64 / 128
+// against the canonical one (docs/perf-cuda.md 39.2; not merged, the patch is in bench/results).
 void quantized_matmul_repacked(const MatrixView& x, const RepackedWeightView& w, const MatrixView& y,
                                void* stream = nullptr, const RepackedMatmulOptions& options = {});
 
