@@ -462,7 +462,10 @@ __global__ void __launch_bounds__(ws_threads(C), 1)
     // Why not registers: a load into whichever of two register buffers was free became, in
     // ptxas's hands, one load and moves that waited for DRAM at once (SASS), 26% slower.
     const bool s_grouped = C == 2 && p.k % 256 == 0 && reinterpret_cast<std::uintptr_t>(p.scales) % 16 == 0;
-    const std::uint32_t s_ring = base + ws_scale_ring_offset(BN, C);
+    // Shared address of scale word j's 16-byte group for stage kst (ring slot (kst / 4) & 1).
+    auto s_group = [&](std::int64_t kst, int j) -> std::uint32_t {
+      return base + ws_scale_ring_offset(BN, C) + (((kst >> 2) & 1) * kRows + tid + 128 * j) * 16;
+    };
     // Stages whose copies may still be in flight while the producer converts an older one (so
     // that several stages' copies overlap): 3 with the 8-9 slot rings, 2 with bn 256's 5 slots.
     // Not tuned: the one setting measured (docs/perf-cuda.md 34). Bound: a consumer releases
@@ -483,8 +486,7 @@ __global__ void __launch_bounds__(ws_threads(C), 1)
       for (int j = 0; j < kSWords; ++j)
         if (tid + 128 * j < kRows) {
           const std::uint32_t a = st + s_dst + 128 * j * kPackedPitch;
-          const std::uint32_t from =
-              s_grouped ? s_ring + (((pkst >> 2) & 1) * kRows + tid + 128 * j) * 16 + (pkst & 3) * 4 : a;
+          const std::uint32_t from = s_grouped ? s_group(pkst, j) + (pkst & 3) * 4 : a;
           std::uint32_t raw;
           asm volatile("ld.shared.b32 %0, [%1];" : "=r"(raw) : "r"(from) : "memory");
           const uint2 c = convert_row_scales<F16>(raw);
@@ -514,7 +516,7 @@ __global__ void __launch_bounds__(ws_threads(C), 1)
 #pragma unroll
         for (int j = 0; j < kSWords; ++j)
           if (tid + 128 * j < kRows)
-            cp_async16(s_ring + (((kst >> 2) & 1) * kRows + tid + 128 * j) * 16, s_src[j] + (kst >> 2) * 16, s_ok[j]);
+            cp_async16(s_group(kst, j), s_src[j] + (kst >> 2) * 16, s_ok[j]);
       }
       cp_async_commit();
       if (++slot == kStages) {
