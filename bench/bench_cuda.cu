@@ -10,7 +10,7 @@
 // time / calls (us_graph). cuBLAS bf16 (cublasGemmEx, fp32 compute) gets the same treatment.
 // ceiling_gbps: a 1 GiB device-to-device copy in the same run (bytes read + written).
 // Yardsticks per N x K, same rotation: "read_floor" (a plain streaming read of the same packed +
-// scale bytes, best of 12 launch shapes) and "launch_floor" (an empty kernel, same graph timing).
+// scale bytes, best of 48 kernels and launch shapes) and "launch_floor" (an empty kernel, same graph timing).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -30,6 +30,7 @@
 
 #include "bench/bench.h"
 #include "kernels/cuda/gemv_nvfp4_sm90.h"
+#include "kernels/cuda/gemv_sm90_device.cuh"
 #include "kernels/cuda/matmul_cuda.h"
 #include "nvfp4/cuda.h"
 #include "nvfp4/error.h"
@@ -184,34 +185,52 @@ double oracle_tolerance(DType dt) { return dt == DType::kBF16 ? 1e-2 : (dt == DT
 // Read floor (row "read_floor"): how fast a plain streaming read of the bytes this shape's GEMV
 // must read (packed + scales of one rotated copy) runs in the same run and rotation -- the
 // yardstick for "as fast as reading the weights" (docs/bench.md). 16-byte non-caching loads, U
-// in flight per thread, grid-stride; the XOR of every 32-bit word goes to *sink, validated
-// against the host before timing. The bench keeps the best of 12 launch shapes.
-template <int U>
+// in flight per thread, over packed and scales as one index range; the tail is predicated so
+// that every round keeps all U loads in flight. Two orders: grid-stride (kSlices false: the
+// grid sweeps the bytes together) and the GEMV's (each warp streams one contiguous slice).
+// Launched plainly or overlapped the way the GEMV is by default (PDL: launch_dependents, then
+// wait before any read), so that at small shapes, where the launch is a third of the call, the
+// floor pays what the GEMV pays. Each block writes the XOR of its words to sink[block] (plain
+// stores: one atomic per warp on one word serialises in L2 and cost ~1.5 us per call at 4096 x
+// 4096, 2026-12-02), validated against the host before timing. The bench keeps the best of 48
+// kernels and launch shapes.
+template <int U, bool kSlices>
 __global__ void read_floor_kernel(const uint4* a, std::size_t na, const uint4* b, std::size_t nb, unsigned* sink) {
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  cuda::pdl_launch_dependents();
+  cuda::pdl_wait();
+  const std::size_t n = na + nb;
+  const std::size_t threads = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   const std::size_t tid = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  std::size_t begin = tid, end = n, apart = threads;  // apart: between one thread's U loads
+  if (kSlices) {
+    const std::size_t warp = tid / 32, per_warp = (n + threads / 32 - 1) / (threads / 32);
+    begin = warp * per_warp + (tid & 31);
+    end = std::min(n, (warp + 1) * per_warp);
+    apart = 32;
+  }
   unsigned x = 0;
-  for (int part = 0; part < 2; ++part) {
-    const uint4* p = part ? b : a;
-    const std::size_t n = part ? nb : na;
-    std::size_t i = tid;
-    for (; i + (U - 1) * stride < n; i += U * stride) {
-      uint4 v[U];
+  for (std::size_t i = begin; i < end; i += U * apart) {
+    uint4 v[U];
 #pragma unroll
-      for (int u = 0; u < U; ++u)
+    for (int u = 0; u < U; ++u) {
+      const std::size_t j = i + u * apart;
+      v[u] = make_uint4(0, 0, 0, 0);
+      if (j < end)
         asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
                      : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w)
-                     : "l"(p + i + u * stride));
+                     : "l"(j < na ? a + j : b + (j - na)));
+    }
 #pragma unroll
-      for (int u = 0; u < U; ++u) x ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
-    }
-    for (; i < n; i += stride) {
-      const uint4 v = p[i];
-      x ^= v.x ^ v.y ^ v.z ^ v.w;
-    }
+    for (int u = 0; u < U; ++u) x ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
   }
+  __shared__ unsigned warp_x[32];
   for (int o = 16; o > 0; o >>= 1) x ^= __shfl_xor_sync(0xffffffffu, x, o);
-  if ((threadIdx.x & 31) == 0 && x != 0) atomicXor(sink, x);
+  if ((threadIdx.x & 31) == 0) warp_x[threadIdx.x / 32] = x;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (unsigned w = 1; w < blockDim.x / 32; ++w) x ^= warp_x[w];
+    sink[blockIdx.x] = x;
+  }
 }
 
 // Launch floor (row "launch_floor"): an empty kernel of 264 blocks x 512 threads (two 16-warp
@@ -467,33 +486,46 @@ std::vector<Row> run_cuda(const Options& opts) {
     if (pb % 16 == 0 && sb % 16 == 0) {
       // Read and launch floors, measured once per N x K in a run (the weights do not depend on M).
       if (floors.count({s.n, s.k}) == 0) {
-        Buf sink(4);
         const unsigned want = host_xor(wp[0]->p, pb) ^ host_xor(ws[0]->p, sb);
         int sms = 0;
         ck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "SM count");
+        Buf sink(static_cast<std::size_t>(sms) * 16 * 4);  // one word per block, up to 16 blocks per SM
         using Kern = void (*)(const uint4*, std::size_t, const uint4*, std::size_t, unsigned*);
-        const std::pair<int, Kern> kerns[] = {{1, read_floor_kernel<1>}, {4, read_floor_kernel<4>}, {8, read_floor_kernel<8>}};
+        struct ReadKern {
+          const char* name;
+          int u;
+          Kern kern;
+        };
+        const ReadKern kerns[] = {{"read16", 1, read_floor_kernel<1, false>},  {"read16", 4, read_floor_kernel<4, false>},
+                                  {"read16", 8, read_floor_kernel<8, false>},  {"slices16", 1, read_floor_kernel<1, true>},
+                                  {"slices16", 4, read_floor_kernel<4, true>}, {"slices16", 8, read_floor_kernel<8, true>}};
         double best = 1e30;
         std::function<void(std::size_t)> best_launch;
         std::string best_name;
+        // Overlapped only where the GEMV may be (Hopper): sm_80 code has no griddepcontrol.wait.
+        const std::vector<bool> pdls = cuda::hopper_paths() ? std::vector<bool>{false, true} : std::vector<bool>{false};
+        for (const bool pdl : pdls)
         for (const int bps : {2, 4, 8, 16})
-          for (const auto& [u, kern] : kerns) {
-            std::function<void(std::size_t)> launch = [&, bps, kern = kern](std::size_t c) {
-              kern<<<sms * bps, 512, 0, st>>>(static_cast<const uint4*>(wp[c]->p), pb / 16, static_cast<const uint4*>(ws[c]->p),
-                                              sb / 16, static_cast<unsigned*>(sink.p));
+          for (const ReadKern& rk : kerns) {
+            std::function<void(std::size_t)> launch = [&, bps, pdl, kern = rk.kern](std::size_t c) {
+              const uint4* a = static_cast<const uint4*>(wp[c]->p);
+              const uint4* b = static_cast<const uint4*>(ws[c]->p);
+              std::size_t na = pb / 16, nb = sb / 16;
+              unsigned* sp = static_cast<unsigned*>(sink.p);
+              void* args[] = {&a, &na, &b, &nb, &sp};
+              ck(cuda::launch_pdl(reinterpret_cast<const void*>(kern), dim3(sms * bps), dim3(512), 0, pdl, st, args),
+                 "read floor launch");
             };
-            ck(cudaMemsetAsync(sink.p, 0, 4, st), "read floor sink");
+            ck(cudaMemsetAsync(sink.p, 0, static_cast<std::size_t>(sms) * 16 * 4, st), "read floor sink");
             launch(0);
-            unsigned got = 0;
-            ck(cudaMemcpyAsync(&got, sink.p, 4, cudaMemcpyDeviceToHost, st), "read floor sink");
             ck(cudaStreamSynchronize(st), "read floor run");
-            if (got != want) fail("bench", "read floor kernel: checksum mismatch at N=" + std::to_string(s.n) + " K=" + std::to_string(s.k));
+            if (host_xor(sink.p, static_cast<std::size_t>(sms) * 16 * 4) != want) fail("bench", "read floor kernel: checksum mismatch at N=" + std::to_string(s.n) + " K=" + std::to_string(s.k));
             const int per_graph = static_cast<int>(std::max<std::size_t>(copies, 20));
             const double us = cuda::graph_us_per_call(st, per_graph, 5, [&](int i) { launch(static_cast<std::size_t>(i) % copies); });
             if (us < best) {
               best = us;
               best_launch = launch;
-              best_name = "read16_b" + std::to_string(bps) + "_u" + std::to_string(u);
+              best_name = std::string(rk.name) + "_b" + std::to_string(bps) + "_u" + std::to_string(rk.u) + (pdl ? "_pdl" : "");
             }
           }
         Row f = r;
