@@ -191,7 +191,7 @@ double oracle_tolerance(DType dt) { return dt == DType::kBF16 ? 1e-2 : (dt == DT
 // Launched plainly or overlapped the way the GEMV is by default (PDL: launch_dependents, then
 // wait before any read), so that at small shapes, where the launch is a third of the call, the
 // floor pays what the GEMV pays. Each block writes the XOR of its words to sink[block] (plain
-// stores: one atomic per warp on one word serialises in L2 and cost ~1.5 us per call at 4096 x
+// stores: one atomic per warp on one word serialises in L2: 5.9 against 3.8 us per call at 4096 x
 // 4096, 2026-12-02), validated against the host before timing. The bench keeps the best of 48
 // kernels and launch shapes.
 template <int U, bool kSlices>
