@@ -202,7 +202,7 @@ __global__ void read_floor_kernel(const uint4* a, std::size_t na, const uint4* b
   const std::size_t threads = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   const std::size_t tid = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   std::size_t begin = tid, end = n, apart = threads;  // apart: between one thread's U loads
-  if (kSlices) {
+  if constexpr (kSlices) {
     const std::size_t warp = tid / 32, per_warp = (n + threads / 32 - 1) / (threads / 32);
     begin = warp * per_warp + (tid & 31);
     end = std::min(n, (warp + 1) * per_warp);
@@ -489,7 +489,8 @@ std::vector<Row> run_cuda(const Options& opts) {
         const unsigned want = host_xor(wp[0]->p, pb) ^ host_xor(ws[0]->p, sb);
         int sms = 0;
         ck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "SM count");
-        Buf sink(static_cast<std::size_t>(sms) * 16 * 4);  // one word per block, up to 16 blocks per SM
+        const std::size_t sink_bytes = static_cast<std::size_t>(sms) * 16 * 4;  // a word per block, <= 16 blocks per SM
+        Buf sink(sink_bytes);
         using Kern = void (*)(const uint4*, std::size_t, const uint4*, std::size_t, unsigned*);
         struct ReadKern {
           const char* name;
@@ -504,30 +505,33 @@ std::vector<Row> run_cuda(const Options& opts) {
         std::string best_name;
         // Overlapped only where the GEMV may be (Hopper): sm_80 code has no griddepcontrol.wait.
         const std::vector<bool> pdls = cuda::hopper_paths() ? std::vector<bool>{false, true} : std::vector<bool>{false};
-        for (const bool pdl : pdls)
-        for (const int bps : {2, 4, 8, 16})
-          for (const ReadKern& rk : kerns) {
-            std::function<void(std::size_t)> launch = [&, bps, pdl, kern = rk.kern](std::size_t c) {
-              const uint4* a = static_cast<const uint4*>(wp[c]->p);
-              const uint4* b = static_cast<const uint4*>(ws[c]->p);
-              std::size_t na = pb / 16, nb = sb / 16;
-              unsigned* sp = static_cast<unsigned*>(sink.p);
-              void* args[] = {&a, &na, &b, &nb, &sp};
-              ck(cuda::launch_pdl(reinterpret_cast<const void*>(kern), dim3(sms * bps), dim3(512), 0, pdl, st, args),
-                 "read floor launch");
-            };
-            ck(cudaMemsetAsync(sink.p, 0, static_cast<std::size_t>(sms) * 16 * 4, st), "read floor sink");
-            launch(0);
-            ck(cudaStreamSynchronize(st), "read floor run");
-            if (host_xor(sink.p, static_cast<std::size_t>(sms) * 16 * 4) != want) fail("bench", "read floor kernel: checksum mismatch at N=" + std::to_string(s.n) + " K=" + std::to_string(s.k));
-            const int per_graph = static_cast<int>(std::max<std::size_t>(copies, 20));
-            const double us = cuda::graph_us_per_call(st, per_graph, 5, [&](int i) { launch(static_cast<std::size_t>(i) % copies); });
-            if (us < best) {
-              best = us;
-              best_launch = launch;
-              best_name = std::string(rk.name) + "_b" + std::to_string(bps) + "_u" + std::to_string(rk.u) + (pdl ? "_pdl" : "");
+        for (const bool pdl : pdls) {
+          for (const int bps : {2, 4, 8, 16}) {
+            for (const ReadKern& rk : kerns) {
+              std::function<void(std::size_t)> launch = [&, bps, pdl, kern = rk.kern](std::size_t c) {
+                const uint4* a = static_cast<const uint4*>(wp[c]->p);
+                const uint4* b = static_cast<const uint4*>(ws[c]->p);
+                std::size_t na = pb / 16, nb = sb / 16;
+                unsigned* sp = static_cast<unsigned*>(sink.p);
+                void* args[] = {&a, &na, &b, &nb, &sp};
+                ck(cuda::launch_pdl(reinterpret_cast<const void*>(kern), dim3(sms * bps), dim3(512), 0, pdl, st, args),
+                   "read floor launch");
+              };
+              ck(cudaMemsetAsync(sink.p, 0, sink_bytes, st), "read floor sink");
+              launch(0);
+              ck(cudaStreamSynchronize(st), "read floor run");
+              if (host_xor(sink.p, sink_bytes) != want)
+                fail("bench", "read floor kernel: checksum mismatch at N=" + std::to_string(s.n) + " K=" + std::to_string(s.k));
+              const int per_graph = static_cast<int>(std::max<std::size_t>(copies, 20));
+              const double us = cuda::graph_us_per_call(st, per_graph, 5, [&](int i) { launch(static_cast<std::size_t>(i) % copies); });
+              if (us < best) {
+                best = us;
+                best_launch = launch;
+                best_name = std::string(rk.name) + "_b" + std::to_string(bps) + "_u" + std::to_string(rk.u) + (pdl ? "_pdl" : "");
+              }
             }
           }
+        }
         Row f = r;
         f.variant = "read_floor";
         f.kernel = best_name;
