@@ -21,6 +21,7 @@ struct Options {
   int min_reps = 20;      // timed repetitions (median reported)
   double min_seconds = 0.2;  // per shape, per variant
   std::uint64_t seed = 1;
+  bool dense = true;      // time the dense bf16 baseline at each shape (`nvfp4 bench --no-dense`: no)
 };
 
 struct Row {

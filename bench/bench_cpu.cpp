@@ -308,8 +308,8 @@ std::vector<Row> run_cpu(const Options& o) {
     }
     pool = HostBuffer();  // release the rotation before the dense baseline allocates its own
 
-    // --- dense baseline on the dequantized weights ---
-    {
+    // --- dense baseline on the dequantized weights (unless --no-dense) ---
+    if (o.dense) {
       // oneDNN's bf16 matmul where this CPU has it; else OpenBLAS fp32 cblas_sgemm. oneDNN 2.6
       // creates no bf16 matmul without bf16 support for the CPU (found under qemu-aarch64,
       // 2026-12-01: "could not create a primitive descriptor iterator"), so the row says which.

@@ -558,7 +558,8 @@ std::vector<Row> run_cuda(const Options& opts) {
     wp.clear();
     ws.clear();
 
-    // cuBLAS bf16 dense baseline at the same shape, same rotation rule.
+    // cuBLAS bf16 dense baseline at the same shape, same rotation rule (unless --no-dense).
+    if (!opts.dense) continue;
     Row b;
     b.backend = "cuda";
     b.kernel = "cublasGemmEx";

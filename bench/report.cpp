@@ -173,12 +173,24 @@ std::string replay_table(const ReplayResult& r) {
 std::string rows_table(const std::vector<Row>& rows) {
   // "cache": cold = weights rotated past the last-level cache (what decode pays), hot = one
   // weight copy reused (cache-resident); backends report both where they measure both.
-  std::string s = fmt::format("  {:>5} {:>6} {:>6}  {:<14} {:<5} {:<26} {:>10} {:>10} {:>9} {:>9} {:>7} {:>6}\n", "M", "N", "K",
-                              "variant", "cache", "kernel", "us median", "us graph", "GB/s", "GFLOP/s", "% ceil", "valid");
+  // "x read": us graph over that of the run's read_floor row for the same N x K and cache (the
+  // CUDA rows: a plain read of the same bytes under the GEMV's launch, docs/bench.md), where
+  // both exist: how far a kernel is from only reading its weights.
+  auto read_us = [&](const Row& r) {
+    for (const auto& f : rows)
+      if (f.variant == "read_floor" && f.shape.n == r.shape.n && f.shape.k == r.shape.k && f.cold == r.cold && f.us_graph > 0)
+        return f.us_graph;
+    return 0.0;
+  };
+  std::string s = fmt::format("  {:>5} {:>6} {:>6}  {:<14} {:<5} {:<26} {:>10} {:>10} {:>6} {:>9} {:>9} {:>7} {:>6}\n", "M", "N",
+                              "K", "variant", "cache", "kernel", "us median", "us graph", "x read", "GB/s", "GFLOP/s", "% ceil",
+                              "valid");
   for (const auto& r : rows) {
-    s += fmt::format("  {:>5} {:>6} {:>6}  {:<14} {:<5} {:<26} {:>10.2f} {:>10} {:>9.1f} {:>9.1f} {:>7} {:>6}\n", r.shape.m, r.shape.n,
-                     r.shape.k, r.variant, r.cold ? "cold" : "hot", r.kernel.substr(0, 26), r.us_median, r.us_graph > 0 ? fmt::format("{:.2f}", r.us_graph) : "-", r.gbps,
-                     r.gflops, r.ceiling_gbps > 0 ? fmt::format("{:.1f}", 100 * r.gbps / r.ceiling_gbps) : "-",
+    const double rd = r.us_graph > 0 ? read_us(r) : 0.0;
+    s += fmt::format("  {:>5} {:>6} {:>6}  {:<14} {:<5} {:<26} {:>10.2f} {:>10} {:>6} {:>9.1f} {:>9.1f} {:>7} {:>6}\n", r.shape.m,
+                     r.shape.n, r.shape.k, r.variant, r.cold ? "cold" : "hot", r.kernel.substr(0, 26), r.us_median,
+                     r.us_graph > 0 ? fmt::format("{:.2f}", r.us_graph) : "-", rd > 0 ? fmt::format("{:.2f}", r.us_graph / rd) : "-",
+                     r.gbps, r.gflops, r.ceiling_gbps > 0 ? fmt::format("{:.1f}", 100 * r.gbps / r.ceiling_gbps) : "-",
                      r.validated ? "yes" : "NO");
   }
   return s;

@@ -45,6 +45,45 @@ TEST(BenchReport, JsonCsvTable) {
   EXPECT_NE(t.find("scaled"), std::string::npos);
 }
 
+// The shape table's "x read" column: a row's graph time over the read_floor row of the same N x K
+// and cache mode, "-" where there is none (another shape, a hot row, no graph time).
+TEST(BenchReport, ShapeTableRatioToTheReadFloor) {
+  auto row = [](const char* variant, std::int64_t n, bool cold, double us_graph) {
+    Row r;
+    r.backend = "cuda";
+    r.kernel = "k";
+    r.variant = variant;
+    r.shape = {1, n, 4096};
+    r.cold = cold;
+    r.us_median = 10;
+    r.us_graph = us_graph;
+    r.validated = true;
+    return r;
+  };
+  const std::vector<Row> rows = {row("read_floor", 4096, true, 4.0), row("nvfp4_repacked", 4096, true, 5.0),
+                                 row("nvfp4_repacked", 1024, true, 3.0), row("nvfp4_repacked", 4096, false, 4.4),
+                                 row("nvfp4", 4096, true, 0.0)};
+  const std::string t = rows_table(rows);
+  std::vector<std::string> lines;
+  for (std::size_t a = 0, b; (b = t.find('\n', a)) != std::string::npos; a = b + 1) lines.push_back(t.substr(a, b - a));
+  ASSERT_EQ(lines.size(), 6u) << t;
+  EXPECT_NE(lines[0].find("x read"), std::string::npos) << t;
+  auto field = [](const std::string& line, int i) {  // whitespace-separated field i
+    std::size_t a = 0;
+    for (int f = 0;; ++f) {
+      a = line.find_first_not_of(' ', a);
+      const std::size_t b = line.find(' ', a);
+      if (f == i) return line.substr(a, b - a);
+      a = b;
+    }
+  };
+  EXPECT_EQ(field(lines[1], 8), "1.00") << t;  // the floor against itself
+  EXPECT_EQ(field(lines[2], 8), "1.25") << t;  // 5.0 / 4.0
+  EXPECT_EQ(field(lines[3], 8), "-") << t;     // no floor at N = 1024
+  EXPECT_EQ(field(lines[4], 8), "-") << t;     // a hot row: the floor is cold
+  EXPECT_EQ(field(lines[5], 8), "-") << t;     // no graph time
+}
+
 TEST(BenchReport, SvgPlots) {
   const std::string roof = roofline_svg({{"a nvfp4", 3.5, 40, false}, {"a dense", 1.0, 9, true}}, 14.0, 0, "t <&>");
   EXPECT_EQ(roof.rfind("<svg", 0), 0u);
@@ -90,6 +129,29 @@ TEST(BenchReport, CliJsonToStdout) {
   while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
   EXPECT_NE(pclose(p), 0);
   EXPECT_NE(out.find("[bench] replay of llama-3-70b"), std::string::npos) << out;
+}
+
+// A shape run honours --no-dense (no baseline row) and refuses --no-nvfp4, which only a replay can
+// honour, instead of ignoring either.
+TEST(BenchReport, CliShapeRunNoDenseAndNoNvfp4) {
+  const char* cli = std::getenv("NVFP4_CLI");
+  ASSERT_TRUE(cli && access(cli, X_OK) == 0) << "NVFP4_CLI must name the built nvfp4 binary";
+  auto run = [&](const std::string& args, int* rc) {
+    FILE* p = popen((std::string(cli) + " bench --backend cpu --shape 1,256,256 --seconds 0 --samples 2 " + args).c_str(), "r");
+    std::string out;
+    char buf[4096];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    *rc = pclose(p);
+    return out;
+  };
+  int rc = 0;
+  const auto j = nlohmann::json::parse(run("--no-dense --json - 2>/dev/null", &rc));
+  EXPECT_EQ(rc, 0);
+  ASSERT_FALSE(j["shapes"].empty());
+  for (const auto& r : j["shapes"]) EXPECT_EQ(r["variant"].get<std::string>().rfind("nvfp4", 0), 0u) << r["variant"];
+  const std::string err = run("--no-nvfp4 2>&1", &rc);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(err.find("--no-nvfp4 applies to the model replay only"), std::string::npos) << err;
 }
 
 }  // namespace
