@@ -85,7 +85,11 @@ void run_bench(BenchArgs& a) {
 
   if (!a.w.shapes.empty() || !a.shape_set.empty()) {
     if (!a.shape_set.empty() && a.shape_set != "default") fail("bench", "--shapes '" + a.shape_set + "' (only 'default')");
+    // Shape runs always time NVFP4 (the baseline rows are its yardstick); --no-dense skips the
+    // baseline.
+    if (a.no_nvfp4) fail("bench", "--no-nvfp4 applies to the model replay only: a shape run (--shape/--shapes) always times NVFP4");
     Options bo;
+    bo.dense = !a.no_dense;
     bo.dtype = dtype_from_name(a.w.dtype);
     bo.min_reps = std::max(a.samples, 5);
     bo.min_seconds = std::min(a.seconds, 0.2);
@@ -111,10 +115,6 @@ void run_bench(BenchArgs& a) {
         bo.shapes.push_back(s);
       }
     }
-    // Shape runs always time NVFP4 (the baseline rows are its yardstick); --no-dense skips the
-    // baseline.
-    if (a.no_nvfp4) fail("bench", "--no-nvfp4 applies to the model replay only: a shape run (--shape/--shapes) always times NVFP4");
-    bo.dense = !a.no_dense;
     rows = backend == "cpu" ? run_cpu(bo) : run_cuda(bo);
     if (rows.empty())
       std::fprintf(tout, "the %s shape benchmark returned no rows: every shape was skipped\n", backend.c_str());
