@@ -33,7 +33,10 @@ constexpr GemvTile no_overlap(GemvTile t) {
 }
 
 // Built-in table for Hopper (cc 90), written by `nvfp4 tune` on an H200 (docs/perf-cuda.md
-// has the runs). Changes speed only.
+// has the run). Changes speed only. The overlap verdicts (no_overlap) are from `nvfp4 tune
+// --layout repacked` on an H200, 2026-11-30 14:21 UTC (bench/results/cuda-2026-11-30-h200-
+// tuning-overlap.json): overlapped / plain us, 28672x4096 22.71 / 20.47, 6144x4096 7.05 / 6.84,
+// 14336x4096 12.55 / 11.86; M=16: 4096x512 3.68 / 3.13, 65536x12288 180.55 / 147.83.
 const GemvTableEntry kBuiltin[] = {
     // `nvfp4 tune` on an H200, 2026-11-30 (M=1 bf16, rotated weights, CUDA graph medians, us).
     {90, "n_small/k_small", {16, 4, 4}, 3.29},   // 4096 x 512
@@ -45,65 +48,81 @@ const GemvTableEntry kBuiltin[] = {
     {90, "n_large/k_small", {32, 1, 1}, 41.67},  // 131072 x 1024
     {90, "n_large/k_mid", {32, 4, 2}, 106.65},   // 151936 x 2560
     {90, "n_large/k_large", {32, 4, 4}, 216.20}, // 65536 x 12288
-    // Repacked layout (quantized_matmul_repacked, gemv_nvfp4_rp_kernel): `nvfp4 tune --layout
-    // repacked` on an H200, 2026-12-02 09:44 UTC, commit 985ba2d (M=1 and M=16 bf16, weights
-    // rotated through >= 256 MiB, CUDA graph medians, us; bench/results/
-    // cuda-2026-12-02-h200-tuning-rp-985ba2d.json, its log beside it). It replaced the tables of
-    // 2026-11-30 / 12-02 00:37, tuned before later kernel changes: with this one the Llama-3-8B
-    // decode measured 2.50% faster [2.37, 2.68] against the old table (`nvfp4 compare`, same H200,
-    // same run; docs/perf-cuda.md 45), mostly from the k/v early tile (2.70 against 3.02 us with
-    // 32 rows per warp) and lm_head (71.96 against 76.37 us with 4 warps, K split 2).
-    // M <= 8, the ordinary launch (overlapped unless no_overlap: the overlapped launch measured
-    // more than 2% slower than the plain one for that tile).
-    {90, "n_small/k_small", {16, 4, 4}, 2.37, GemvLayout::kRepacked, 8},              // 4096 x 512
-    {90, "n_small/k_mid", {16, 16, 16}, 4.28, GemvLayout::kRepacked, 8},              // 4096 x 4096
-    {90, "n_small/k_large", {16, 16, 16}, 9.90, GemvLayout::kRepacked, 8},            // 4096 x 14336
-    {90, "n_mid/k_small", {16, 8, 4}, 4.34, GemvLayout::kRepacked, 8},                // 16384 x 1024
-    {90, "n_mid/k_mid", {16, 8, 2}, 18.73, GemvLayout::kRepacked, 8},                 // 28672 x 4096
-    {90, "n_mid/k_large", {16, 4, 4}, 37.41, GemvLayout::kRepacked, 8},               // 16384 x 16384
-    {90, "n_large/k_small", {16, 4, 1}, 21.11, GemvLayout::kRepacked, 8},             // 131072 x 1024
-    {90, "n_large/k_mid", {16, 8, 2}, 56.80, GemvLayout::kRepacked, 8},               // 151936 x 2560
-    {90, "n_large/k_large", {16, 1, 1}, 108.73, GemvLayout::kRepacked, 8},            // 65536 x 12288
-    {90, "exact/1024x4096", {16, 16, 16}, 3.53, GemvLayout::kRepacked, 8},            // Llama-3-8B k/v
-    {90, "exact/6144x4096", {16, 16, 8}, 6.01, GemvLayout::kRepacked, 8},             // fused qkv
-    {90, "exact/14336x4096", {16, 16, 4}, 10.88, GemvLayout::kRepacked, 8},           // gate / up
-    {90, "exact/128256x4096", {16, 1, 1}, 71.96, GemvLayout::kRepacked, 8},           // lm_head
+    // Repacked layout (quantized_matmul_repacked, gemv_nvfp4_rp_kernel). M <= 8: `nvfp4 tune
+    // --layout repacked` on an H200, 2026-11-30 (M=1 bf16, rotated weights, graph medians, us;
+    // bench/results/cuda-2026-11-30-h200-tuning-rp.json.gz). Every winner has 16 rows per warp.
+    {90, "n_small/k_small", {16, 4, 4}, 2.63, GemvLayout::kRepacked, 8},      // 4096 x 512
+    {90, "n_small/k_mid", {16, 16, 16}, 5.34, GemvLayout::kRepacked, 8},     // 4096 x 4096
+    {90, "n_small/k_large", {16, 16, 16}, 11.63, GemvLayout::kRepacked, 8},  // 4096 x 14336
+    {90, "n_mid/k_small", {16, 8, 4}, 5.26, GemvLayout::kRepacked, 8},       // 16384 x 1024
+    {90, "n_mid/k_mid", no_overlap({16, 4, 2}), 20.49, GemvLayout::kRepacked, 8},        // 28672 x 4096
+    {90, "n_mid/k_large", {16, 16, 4}, 40.67, GemvLayout::kRepacked, 8},     // 16384 x 16384
+    {90, "n_large/k_small", {16, 4, 1}, 23.78, GemvLayout::kRepacked, 8},    // 131072 x 1024
+    {90, "n_large/k_mid", {16, 4, 2}, 59.07, GemvLayout::kRepacked, 8},      // 151936 x 2560
+    {90, "n_large/k_large", {16, 4, 4}, 116.72, GemvLayout::kRepacked, 8},   // 65536 x 12288
+    {90, "exact/1024x4096", {16, 16, 16}, 4.10, GemvLayout::kRepacked, 8},   // Llama-3-8B k/v
+    {90, "exact/6144x4096", no_overlap({16, 8, 8}), 6.92, GemvLayout::kRepacked, 8},     // fused qkv
+    {90, "exact/14336x4096", no_overlap({16, 4, 4}), 11.89, GemvLayout::kRepacked, 8},   // gate / up
+    {90, "exact/128256x4096", {16, 4, 2}, 77.75, GemvLayout::kRepacked, 8},  // lm_head
     // Early-weights launch (RepackedMatmulOptions::weights_read_early, used at <= 8 virtual rows;
-    // keyed m_max 8 like the kernel they run, tuned at M = 1), same run. Only the classes where
-    // that launch beat the ordinary entry by more than 2% back to back, plus the 4096 x 4096 one:
-    // back to back it is 5% slower (4.51 against 4.28 us), but the tuner's decode check (8-layer
-    // Llama-3-8B decode replay, A/B) measured the decode 1.48% faster with it [0.48, 1.74]; other
-    // shapes precede it there, which the early loads overlap (docs/perf-cuda.md 45).
-    {90, "n_small/k_small", {32, 4, 4}, 1.67, GemvLayout::kRepacked, 8, true},        // 4096 x 512
-    {90, "n_small/k_mid", {16, 16, 16}, 4.51, GemvLayout::kRepacked, 8, true},        // 4096 x 4096
-    {90, "n_small/k_large", {16, 16, 16}, 9.01, GemvLayout::kRepacked, 8, true},      // 4096 x 14336
-    {90, "n_mid/k_small", {16, 4, 2}, 4.16, GemvLayout::kRepacked, 8, true},          // 16384 x 1024
-    {90, "n_mid/k_mid", {16, 8, 4}, 17.91, GemvLayout::kRepacked, 8, true},           // 28672 x 4096
-    {90, "n_large/k_small", {16, 16, 1}, 20.27, GemvLayout::kRepacked, 8, true},      // 131072 x 1024
-    {90, "n_large/k_mid", {16, 2, 2}, 54.72, GemvLayout::kRepacked, 8, true},         // 151936 x 2560
-    {90, "exact/1024x4096", {16, 16, 16}, 2.70, GemvLayout::kRepacked, 8, true},      // Llama-3-8B k/v
-    {90, "exact/6144x4096", {16, 16, 8}, 5.53, GemvLayout::kRepacked, 8, true},       // fused qkv
-    {90, "exact/14336x4096", {16, 16, 4}, 9.63, GemvLayout::kRepacked, 8, true},      // gate / up
-    // Early-weights launch of the M = 9..16 kernel (16 rows per warp; docs/perf-cuda.md 33), same
-    // run: the classes where it beat the ordinary entry by more than 2%.
-    {90, "n_small/k_small", {16, 16, 4}, 2.93, GemvLayout::kRepacked, 16, true},      // 4096 x 512
-    {90, "n_mid/k_small", {16, 8, 4}, 6.68, GemvLayout::kRepacked, 16, true},         // 16384 x 1024
-    {90, "n_large/k_small", {16, 4, 1}, 33.56, GemvLayout::kRepacked, 16, true},      // 131072 x 1024
-    {90, "exact/1024x4096", {16, 16, 16}, 4.20, GemvLayout::kRepacked, 16, true},     // Llama-3-8B k/v
-    // M = 9..16 per launch (the NB = 2 kernel), ordinary launch, same run.
-    {90, "n_small/k_small", no_overlap({16, 4, 4}), 3.15, GemvLayout::kRepacked, 16}, // 4096 x 512
-    {90, "n_small/k_mid", {16, 16, 16}, 6.03, GemvLayout::kRepacked, 16},             // 4096 x 4096
-    {90, "n_small/k_large", {16, 16, 16}, 13.11, GemvLayout::kRepacked, 16},          // 4096 x 14336
-    {90, "n_mid/k_small", no_overlap({16, 4, 4}), 6.94, GemvLayout::kRepacked, 16},   // 16384 x 1024
-    {90, "n_mid/k_mid", no_overlap({16, 4, 2}), 24.15, GemvLayout::kRepacked, 16},    // 28672 x 4096
-    {90, "n_mid/k_large", {32, 4, 4}, 44.65, GemvLayout::kRepacked, 16},              // 16384 x 16384
-    {90, "n_large/k_small", {16, 4, 1}, 34.38, GemvLayout::kRepacked, 16},            // 131072 x 1024
-    {90, "n_large/k_mid", {16, 2, 2}, 80.31, GemvLayout::kRepacked, 16},              // 151936 x 2560
-    {90, "n_large/k_large", no_overlap({32, 2, 1}), 144.10, GemvLayout::kRepacked, 16},// 65536 x 12288
-    {90, "exact/1024x4096", no_overlap({16, 16, 16}), 4.41, GemvLayout::kRepacked, 16},// Llama-3-8B k/v
-    {90, "exact/6144x4096", no_overlap({16, 8, 8}), 7.64, GemvLayout::kRepacked, 16}, // fused qkv
-    {90, "exact/14336x4096", no_overlap({16, 4, 4}), 13.69, GemvLayout::kRepacked, 16},// gate / up
-    {90, "exact/128256x4096", {32, 1, 1}, 95.46, GemvLayout::kRepacked, 16},          // lm_head
+    // keyed m_max 8 like the kernel they run, tuned at M = 1): `nvfp4 tune
+    // --layout repacked` on an H200, 2026-11-30 22:40 UTC, commit 9905bfc (M=1 bf16, rotated
+    // weights, graph medians, us; bench/results/cuda-2026-11-30-h200-tuning-early-9905bfc.json).
+    // Only the classes where that launch beat the ordinary entry by more than 2% (in brackets the
+    // ordinary overlapped launch, same run); elsewhere an early request runs the entry above.
+    {90, "n_small/k_small", {16, 8, 4}, 1.71, GemvLayout::kRepacked, 8, true},      // 4096 x 512 [2.46]
+    {90, "n_small/k_large", {16, 16, 16}, 9.51, GemvLayout::kRepacked, 8, true},    // 4096 x 14336 [9.87]
+    // k/v: 16 rows per warp since the re-tune of 2026-12-02 09:44 UTC (commit 985ba2d; bench/results/
+    // cuda-2026-12-02-h200-tuning-rp-985ba2d.json): 2.70 against 3.02 us for this run's 32-row
+    // tile, and -7.90% [-8.52, -6.64] per call in `nvfp4 compare` (docs/perf-cuda.md 45). The
+    // rest of that re-tune was not taken: it made 16384 x 28672, 151936 x 2560 and batched decode
+    // at B = 16 / 32 slower in the same run's bench and A/B.
+    {90, "exact/1024x4096", {16, 16, 16}, 2.70, GemvLayout::kRepacked, 8, true},    // k/v [3.53]
+    {90, "exact/6144x4096", {16, 16, 8}, 5.84, GemvLayout::kRepacked, 8, true},     // fused qkv [6.07]
+    {90, "exact/14336x4096", {16, 16, 4}, 10.25, GemvLayout::kRepacked, 8, true},   // gate / up [10.90]
+    // Added by the re-tune after the M <= 8 epilogue change (7ad5b34, 23:12 UTC; bench/results/
+    // cuda-2026-11-30-h200-tuning-early-7ad5b34.json), which made the early launch pay off on
+    // multi-wave grids too. In the bench of that run: 28672 x 4096 17.80 against 18.50 us,
+    // 151936 x 2560 53.66 against 56.66 us.
+    {90, "n_mid/k_mid", {16, 16, 2}, 17.85, GemvLayout::kRepacked, 8, true},       // 28672 x 4096 [18.56 plain]
+    {90, "n_large/k_small", {16, 16, 1}, 19.83, GemvLayout::kRepacked, 8, true},   // 131072 x 1024 [21.05]
+    {90, "n_large/k_mid", {16, 4, 2}, 55.12, GemvLayout::kRepacked, 8, true},      // 151936 x 2560 [56.69]
+    // Back to back with itself the early launch measured 6.5% slower here (4.57 against 4.29
+    // us), but inside the Llama-3-8B decode sequence, where other shapes precede it, this entry
+    // took the decode gain of the early launch from -1.60% to -3.79% (`nvfp4 compare`, same H200,
+    // 22:50 UTC; bench/results/compare-2026-11-30-h200-early-table-*); without it the decode is
+    // 2.43% slower (06c9cf0). `nvfp4 tune`'s decode check writes the same entry (566d8ea, 8-layer
+    // decode 428.1 -> 420.4 us; bench/results/device-2026-11-30-h200-tune-decode-check-566d8ea.log.gz).
+    {90, "n_small/k_mid", {16, 16, 16}, 4.57, GemvLayout::kRepacked, 8, true},     // 4096 x 4096 [4.29]
+    // Early-weights launch of the M = 9..16 kernel (16 rows per warp; docs/perf-cuda.md 33):
+    // `nvfp4 tune --layout repacked` on an H200, 2026-12-02 00:37 UTC, commit a6e938a (M = 16 bf16,
+    // rotated weights, graph medians, us; bench/results/cuda-2026-12-02-h200-early-m16-a6e938a.json.gz).
+    // Only the 4 of 13 classes where it beat the ordinary entry by more than 2% (in brackets the
+    // ordinary best, same run). With that run's table, Llama-3-8B batched decode with the early
+    // launch against without: B = 16 -0.91% [-1.15, -0.87], B = 12 -1.84% (`nvfp4 compare`); with
+    // this built-in table (d60d304): B = 16 -2.75% [-2.83, -2.54], B = 12 -3.09% [-3.32, -2.91].
+    {90, "n_small/k_small", {16, 16, 4}, 2.92, GemvLayout::kRepacked, 16, true},   // 4096 x 512 [3.14]
+    {90, "n_mid/k_small", {16, 8, 4}, 6.70, GemvLayout::kRepacked, 16, true},      // 16384 x 1024 [6.95]
+    {90, "n_large/k_small", {16, 2, 1}, 33.31, GemvLayout::kRepacked, 16, true},   // 131072 x 1024 [34.10]
+    {90, "exact/1024x4096", {16, 16, 16}, 3.99, GemvLayout::kRepacked, 16, true},  // k/v [4.41]
+    // M = 9..16 per launch (the NB = 2 kernel): `nvfp4 tune --layout repacked` on an H200,
+    // 2026-11-30 16:45 UTC, after rp<1,2> went to two buffers / 64 registers (M=16 bf16, rotated
+    // weights, graph medians, us; overlap verdicts from the same run; bench/results/
+    // cuda-2026-11-30-h200-tuning-rp12-2buf.json). Kept from the earlier run: the no_overlap of
+    // n_large/k_large (180.55 / 147.83 us there; rp<2,2> is unchanged since).
+    {90, "n_small/k_small", no_overlap({16, 4, 4}), 3.13, GemvLayout::kRepacked, 16},         // 4096 x 512
+    {90, "n_small/k_mid", no_overlap({16, 8, 8}), 6.40, GemvLayout::kRepacked, 16},           // 4096 x 4096
+    {90, "n_small/k_large", {16, 16, 16}, 13.59, GemvLayout::kRepacked, 16},                 // 4096 x 14336
+    {90, "n_mid/k_small", {16, 4, 4}, 6.91, GemvLayout::kRepacked, 16},                      // 16384 x 1024
+    {90, "n_mid/k_mid", no_overlap({16, 4, 2}), 23.91, GemvLayout::kRepacked, 16},            // 28672 x 4096
+    {90, "n_mid/k_large", {32, 8, 4}, 44.90, GemvLayout::kRepacked, 16},                     // 16384 x 16384
+    {90, "n_large/k_small", {16, 4, 1}, 33.93, GemvLayout::kRepacked, 16},                   // 131072 x 1024
+    {90, "n_large/k_mid", {32, 4, 2}, 77.30, GemvLayout::kRepacked, 16},                     // 151936 x 2560
+    {90, "n_large/k_large", no_overlap({32, 1, 1}), 144.08, GemvLayout::kRepacked, 16},       // 65536 x 12288
+    {90, "exact/1024x4096", no_overlap({16, 16, 16}), 4.39, GemvLayout::kRepacked, 16},       // 1024 x 4096
+    {90, "exact/6144x4096", no_overlap({16, 8, 8}), 7.57, GemvLayout::kRepacked, 16},         // 6144 x 4096
+    {90, "exact/14336x4096", no_overlap({16, 4, 4}), 13.64, GemvLayout::kRepacked, 16},       // 14336 x 4096
+    {90, "exact/128256x4096", {32, 1, 1}, 95.33, GemvLayout::kRepacked, 16},                 // 128256 x 4096
 };
 
 std::mutex g_mu;
