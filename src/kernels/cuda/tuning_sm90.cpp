@@ -73,10 +73,12 @@ const GemvTableEntry kBuiltin[] = {
     {90, "n_small/k_small", {16, 8, 4}, 1.71, GemvLayout::kRepacked, 8, true},      // 4096 x 512 [2.46]
     {90, "n_small/k_large", {16, 16, 16}, 9.51, GemvLayout::kRepacked, 8, true},    // 4096 x 14336 [9.87]
     // k/v: 16 rows per warp since the re-tune of 2026-12-02 09:44 UTC (commit 985ba2d; bench/results/
-    // cuda-2026-12-02-h200-tuning-rp-985ba2d.json): 2.70 against 3.02 us for this run's 32-row
-    // tile, and -7.90% [-8.52, -6.64] per call in `nvfp4 compare` (docs/perf-cuda.md 45). The
-    // rest of that re-tune was not taken: it made 16384 x 28672, 151936 x 2560 and batched decode
-    // at B = 16 / 32 slower in the same run's bench and A/B.
+    // cuda-2026-12-02-h200-tuning-rp-985ba2d.json): 2.70 against 3.02 us for the 32-row tile in
+    // that run. Against the 32-row entry (`nvfp4 compare`, one H200 run, 8c17680 against 985ba2d):
+    // -7.28% per call, Llama-3-8B decode B = 1 / 4 / 8 -2.02% / -2.95% / -2.65%, B = 16 / 32 no
+    // difference. The rest of that re-tune was not taken: it slowed 16384 x 28672, 151936 x 2560
+    // and batched decode at B = 16 / 32, and its other M <= 8 entries measured no decode gain
+    // (docs/perf-cuda.md 45).
     {90, "exact/1024x4096", {16, 16, 16}, 2.70, GemvLayout::kRepacked, 8, true},    // k/v [3.53]
     {90, "exact/6144x4096", {16, 16, 8}, 5.84, GemvLayout::kRepacked, 8, true},     // fused qkv [6.07]
     {90, "exact/14336x4096", {16, 16, 4}, 10.25, GemvLayout::kRepacked, 8, true},   // gate / up [10.90]
