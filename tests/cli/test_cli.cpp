@@ -318,6 +318,10 @@ TEST(Cli, FailuresExitNonZeroAndLeaveNothing) {
       {"compare --backend cpu --a self --b self --processes 0", "", "--processes: Value 0 not in range", 2},
       {"compare --backend cpu --a self --b self --confidence 2", "", "--confidence must be in (0, 1)", 1},
       {"compare --backend cpu --a self --b self --min-effect -1", "", "--min-effect must be", 1},
+      // tune arguments: refused before the GPU is asked for (so the same on a machine without one).
+      {"tune --layout repacked --verify-batches 1 32 --out " + d / "t1.json", d / "t1.json",
+       "--verify-batches takes decode batches of 1..16", 1},
+      {"tune --decode-rounds 1 --out " + d / "t2.json", d / "t2.json", "--decode-rounds must be >= 2", 1},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.args);
