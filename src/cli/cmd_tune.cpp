@@ -57,19 +57,25 @@ void write_table(const std::string& path, const std::vector<cuda::GemvTableEntry
   }
 }
 
-// A decode replay of a.decode_model (a.decode_layers layers, `batch` sequences per step) under
-// tuning table A against table B, each read by a child process through NVFP4_CUDA_TUNING (an
-// empty path: the built-in table). `nvfp4 compare`'s interleaved rounds and verdict.
-bench::CompareStats decode_ab(const std::string& table_a, const std::string& table_b, std::int64_t batch,
-                              const TuneArgs& a) {
-  using namespace nvfp4::bench;
-  WorkloadArgs w;
+// The decode checks' workload: a.decode_model's first a.decode_layers layers on the GPU,
+// `batch` sequences per step.
+bench::WorkloadArgs decode_workload(const TuneArgs& a, std::int64_t batch) {
+  bench::WorkloadArgs w;
   w.backend = "cuda";
   w.model = a.decode_model;
   w.layers = a.decode_layers;
   w.mode = "decode";
   w.batch = batch;
-  const std::vector<std::string> wl = w.forward_args();
+  return w;
+}
+
+// That decode under tuning table A against table B, each read by a child process through
+// NVFP4_CUDA_TUNING (an empty path: the built-in table). `nvfp4 compare`'s interleaved rounds
+// and verdict.
+bench::CompareStats decode_ab(const std::string& table_a, const std::string& table_b, std::int64_t batch,
+                              const TuneArgs& a) {
+  using namespace nvfp4::bench;
+  const std::vector<std::string> wl = decode_workload(a, batch).forward_args();
   ProcessSampler sa("NVFP4_CUDA_TUNING=" + table_a + " self", wl, 3);
   ProcessSampler sb("NVFP4_CUDA_TUNING=" + table_b + " self", wl, 3);
   const CompareRun run = run_interleaved(sa, sb, a.decode_rounds, 1, false);
@@ -100,12 +106,7 @@ struct TempTables {
 void check_early_in_decode(std::vector<cuda::GemvTableEntry>& table, const std::vector<cuda::GemvTableEntry>& rejected,
                            const TuneArgs& a) {
   using namespace nvfp4::bench;
-  WorkloadArgs w;
-  w.backend = "cuda";
-  w.model = a.decode_model;
-  w.layers = a.decode_layers;
-  w.mode = "decode";
-  const ReplayOptions o = w.options(ReplayMode::kDecode);
+  const ReplayOptions o = decode_workload(a, 1).options(ReplayMode::kDecode);
   const int cc = rejected.front().cc;  // the tuner's entries carry this GPU's compute capability
   std::set<std::string> used;  // the repacked classes the decode's M = 1 linears resolve to
   for (const auto& l : replay_linears(o))
