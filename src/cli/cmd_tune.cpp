@@ -1,7 +1,8 @@
 // cli/cmd_tune.cpp -- `nvfp4 tune`: autotune the CUDA GEMV tuning table on the present GPU and
 // write it as JSON (use it with NVFP4_CUDA_TUNING=FILE, or paste it into tuning_sm90.cpp).
 // The table changes speed only (see src/kernels/cuda/tuning_sm90.h). Without the CUDA backend
-// the command exists and says so.
+// the command exists and says so. Progress goes to stderr, so without --out stdout is the table
+// alone (`nvfp4 tune > table.json`).
 #include <CLI/CLI.hpp>
 
 #include <unistd.h>
@@ -118,15 +119,15 @@ void check_early_in_decode(std::vector<cuda::GemvTableEntry>& table, const std::
     auto with = table;
     with.push_back(cand);
     write_table(tmp.b, with, "decode check: B");
-    std::printf("decode check (%s, %d layers): early entry for %s (cols/warp=%d warps=%d k_split=%d) ...\n",
+    std::fprintf(stderr, "decode check (%s, %d layers): early entry for %s (cols/warp=%d warps=%d k_split=%d) ...\n",
                 a.decode_model.c_str(), a.decode_layers, cand.cls.c_str(), cand.tile.cols_per_warp,
                 cand.tile.warps_per_block, cand.tile.k_split);
-    std::fflush(stdout);
+    std::fflush(stderr);
     const CompareStats st = decode_ab(tmp.a, tmp.b, 1, a);
     const bool keep = st.verdict == Verdict::kBFaster;
-    std::printf("  decode %.1f -> %.1f us per token, B/A %.4f [%.4f, %.4f]: %s, %s\n", st.median_a, st.median_b, st.ratio,
+    std::fprintf(stderr, "  decode %.1f -> %.1f us per token, B/A %.4f [%.4f, %.4f]: %s, %s\n", st.median_a, st.median_b, st.ratio,
                 st.ci_low, st.ci_high, verdict_text(st.verdict), keep ? "early entry written" : "no early entry");
-    std::fflush(stdout);
+    std::fflush(stderr);
     if (keep) {
       table = with;
       write_table(tmp.a, table, "decode check: A");
@@ -145,13 +146,13 @@ std::string verify_against_builtin(const std::vector<cuda::GemvTableEntry>& tabl
   write_table(tmp.b, table, "verify: the tuned table");
   std::string summary;
   for (const int b : a.verify_batches) {
-    std::printf("verify (%s, %d layers, B = %d): built-in table (A) against this table (B) ...\n",
+    std::fprintf(stderr, "verify (%s, %d layers, B = %d): built-in table (A) against this table (B) ...\n",
                 a.decode_model.c_str(), a.decode_layers, b);
-    std::fflush(stdout);
+    std::fflush(stderr);
     const CompareStats st = decode_ab("", tmp.b, b, a);
-    std::printf("  decode %.1f -> %.1f us per step, B/A %.4f [%.4f, %.4f]: %s\n", st.median_a, st.median_b, st.ratio,
+    std::fprintf(stderr, "  decode %.1f -> %.1f us per step, B/A %.4f [%.4f, %.4f]: %s\n", st.median_a, st.median_b, st.ratio,
                 st.ci_low, st.ci_high, verdict_text(st.verdict));
-    std::fflush(stdout);
+    std::fflush(stderr);
     char buf[200];
     std::snprintf(buf, sizeof buf, "%sB = %d: %+.2f%% [%+.2f, %+.2f], %s", summary.empty() ? "" : "; ", b,
                   (st.ratio - 1) * 100, (st.ci_low - 1) * 100, (st.ci_high - 1) * 100, verdict_text(st.verdict));

@@ -168,12 +168,12 @@ std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
           tile.overlap_ok = !rp || o_us <= 1.02 * p_us;  // canonical: no overlapped launch, field unused
           const double eff = rp && tile.overlap_ok ? o_us : p_us;
           if (opts.verbose) {
-            std::printf("  %-9s %-18s M=%-2d N=%-6lld K=%-6lld cols/warp=%-2d warps=%-2d k_split=%-2d  plain %8.2f us  %6.0f GB/s",
+            std::fprintf(stderr, "  %-9s %-18s M=%-2d N=%-6lld K=%-6lld cols/warp=%-2d warps=%-2d k_split=%-2d  plain %8.2f us  %6.0f GB/s",
                         gemv_layout_name(layout), cls.c_str(), m, static_cast<long long>(n), static_cast<long long>(k),
                         tile.cols_per_warp, tile.warps_per_block, tile.k_split, p_us, (pb + sb + 2.0 * (n + k)) / p_us / 1e3);
-            if (rp) std::printf("  overlapped %8.2f", o_us);
-            if (early_here) std::printf("  early %8.2f", e_us);
-            std::printf("\n");
+            if (rp) std::fprintf(stderr, "  overlapped %8.2f", o_us);
+            if (early_here) std::fprintf(stderr, "  early %8.2f", e_us);
+            std::fprintf(stderr, "\n");
           }
           if (eff < best.us) {
             best.us = eff;
@@ -186,16 +186,16 @@ std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
           }
         }
         if (opts.verbose) {
-          std::printf("best %-9s %-18s M=%-2d cols/warp=%d warps=%d k_split=%d  %.2f us (%s launch)\n", gemv_layout_name(layout),
+          std::fprintf(stderr, "best %-9s %-18s M=%-2d cols/warp=%d warps=%d k_split=%d  %.2f us (%s launch)\n", gemv_layout_name(layout),
                       cls.c_str(), m, best.tile.cols_per_warp, best.tile.warps_per_block, best.tile.k_split, best.us,
                       rp ? (best.tile.overlap_ok ? "overlapped" : "plain") : "plain");
           if (with_early)
-            std::printf("best %-9s %-18s M=%-2d cols/warp=%d warps=%d k_split=%d  %.2f us (early launch: %s)\n",
+            std::fprintf(stderr, "best %-9s %-18s M=%-2d cols/warp=%d warps=%d k_split=%d  %.2f us (early launch: %s)\n",
                         gemv_layout_name(layout), cls.c_str(), m, best_early.tile.cols_per_warp,
                         best_early.tile.warps_per_block, best_early.tile.k_split, best_early.us,
                         best_early.us < 0.98 * best.us ? "entry written" : "not 2% faster, no entry");
         }
-        std::fflush(stdout);
+        std::fflush(stderr);
         table.push_back(best);
         // An early entry only where that launch is faster than the ordinary entry's by more than
         // the 2% margin; elsewhere an early request falls back to the ordinary entry and launch.

@@ -113,7 +113,7 @@ struct TuneOptions {
   // Distinct weight copies rotated through per class, in MiB: > 3x the 60 MB L2 so every launch
   // streams from HBM. Tests lower it (the tables they get are not meant to be fast).
   int rotation_mib = 256;
-  bool verbose = true;
+  bool verbose = true;  // one line per candidate and per class on stderr (stdout may carry the table)
 };
 std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts);
 
