@@ -67,8 +67,14 @@ struct CpuTuning {
   // bf16; 64 rows 1695-1737; 128 rows + 16 KiB blocks 1690-1730; 256 rows 1660-1691 (fewer tasks
   // than threads x 4 below N = 2048 take the K split). The bf16 dot gained 0-3% from the same
   // values, so it keeps its own.
+  // K blocks: none (1 MiB covers every row up to K = 262144 at M = 1) since 2026-12-02. On that
+  // day's dev VM, whose read is 30 GB/s, 16 KiB blocks cut each weight row into 2 KiB runs, and
+  // the cold call ran at 73-75% of the read (docs/perf-cpu.md 25-26). `cpu_paths_bench bf16 cold
+  // thp`, 1 / 2 x 4096 x 14336, two rounds, us median: 16 KiB 1415-1463 / 1740-1751, 64 KiB
+  // 1304-1333 / 1710-1715, 128 KiB 1294-1298 / 1656-1663; hot M = 1 1016-1022 for all,
+  // M = 2 +1-1.5% without blocks.
   std::int64_t gemv_fma_rows_per_task = 128;
-  std::int64_t gemv_fma_x_block_bytes = 16384;
+  std::int64_t gemv_fma_x_block_bytes = 1 << 20;
   std::uint32_t gemv_split_f16_rows = 0xFF;        // M = 1..8
   std::uint32_t gemv_split_f32_rows = 0xFA;        // M = 2, 4..8
   // Weight rows (N) per GEMV task; several rows per task give independent FMA chains and let
