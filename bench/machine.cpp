@@ -14,10 +14,11 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
-#include <memory>
 #include <sstream>
 #include <thread>
 #include <vector>
+
+#include "bench/host_buffer.h"
 
 namespace nvfp4::bench {
 namespace {
@@ -122,7 +123,11 @@ std::string iso_date_utc() {
 double host_read_bandwidth_gbps(double bytes, int passes) {
   const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const std::size_t n = static_cast<std::size_t>(bytes / sizeof(std::uint64_t)) / threads * threads;
-  std::unique_ptr<std::uint64_t[]> buf(new std::uint64_t[n]);
+  // Huge-page-advised, like the replay's weights (bench/host_buffer.h): the ceiling and the
+  // kernels then read through the same kind of pages. With `new` the ceiling read 4 KiB pages, 22-25
+  // GB/s on 2026-12-02's dev VM, where the replay's weights and the shape bench's read got ~30.
+  HostBuffer mem(n * sizeof(std::uint64_t));
+  std::uint64_t* const buf = reinterpret_cast<std::uint64_t*>(mem.data());
   // Touch every page with non-zero data first: an untouched page reads as the shared zero page.
   for (std::size_t i = 0; i < n; ++i) buf[i] = i * 0x9E3779B97F4A7C15ull;
   std::atomic<std::uint64_t> sink{0};
@@ -133,7 +138,7 @@ double host_read_bandwidth_gbps(double bytes, int passes) {
     for (int t = 0; t < threads; ++t) {
       pool.emplace_back([&, t] {
         const std::size_t chunk = n / threads;
-        const std::uint64_t* q = buf.get() + chunk * t;
+        const std::uint64_t* q = buf + chunk * t;
         // Four independent sums so the loop is bound by loads, not by one add chain.
         std::uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
         for (std::size_t i = 0; i + 4 <= chunk; i += 4) {
