@@ -307,6 +307,8 @@ TEST(CpuMatmul, BlockingTuningDoesNotChangeResults) {
         t.gemv_rows_per_task = v == 0 ? 1 : v == 1 ? 8 : 64;
         t.gemv_group_rows = v == 0 ? 1 : v == 1 ? 3 : 8;
         t.gemv_prefetch_tiles = v == 0 ? 0 : v == 1 ? 1 : 3;
+        t.gemv_fma_prefetch_tiles = v == 0 ? 0 : v == 1 ? 2 : 3;  // the FMA dot's own distance
+        t.gemv_fma_x_block_bytes = v == 0 ? 1 : v == 1 ? 16384 : (1 << 22);
         t.gemv_prefetch_min_m = 1;
         t.gemv_prefetch_l2 = v == 1 ? 0 : 1;  // prefetcht0 and prefetcht1 paths
         t.gemm_kc = v == 0 ? 32 : v == 1 ? 512 : 4096;

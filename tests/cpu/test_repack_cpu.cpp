@@ -292,6 +292,7 @@ TEST(RepackCpu, BitIdenticalToCanonicalGemv) {
                        " x seed=" + std::to_string(xs));
           cpu::CpuTuning tu = saved;
           tu.gemv_prefetch_tiles = v == 0 ? 0 : v == 1 ? 1 : 2;
+          tu.gemv_fma_prefetch_tiles = v == 0 ? 0 : v == 1 ? 2 : 1;
           tu.gemv_prefetch_min_m = 1;
           tu.gemv_prefetch_max_m = 16;
           tu.gemv_prefetch_l2 = v == 1 ? 0 : 1;

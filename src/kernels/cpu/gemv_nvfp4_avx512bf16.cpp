@@ -413,7 +413,9 @@ bool gemv_run(const MatmulArgs& a) {
   const std::int64_t mv = m * P;
   Ctx g{&a, nullptr, nullptr, k / kChunk, 0, 0, make_consts(), 0, tune.gemv_prefetch_l2 != 0};
   // Prefetch window by real activation rows (the weight stream is the same for any P).
-  g.pf = m >= tune.gemv_prefetch_min_m && m <= tune.gemv_prefetch_max_m ? tune.gemv_prefetch_tiles : 0;
+  g.pf = m >= tune.gemv_prefetch_min_m && m <= tune.gemv_prefetch_max_m
+             ? (fma ? tune.gemv_fma_prefetch_tiles : tune.gemv_prefetch_tiles)
+             : 0;
   g.kp = g.nch * kChunk;
   g.kt = k - g.kp;
   // Rows of xp 64 bytes apart beyond their length: with K a multiple of 2048 a row is a multiple

@@ -75,6 +75,13 @@ struct CpuTuning {
   // M = 2 +1-1.5% without blocks.
   std::int64_t gemv_fma_rows_per_task = 128;
   std::int64_t gemv_fma_x_block_bytes = 1 << 20;
+  // The FMA dot's software prefetch distance, in tiles of weight rows (prefetcht1, for M within
+  // gemv_prefetch_min_m..max_m; the vdpbf16ps dot keeps gemv_prefetch_tiles, measured on Zen 4).
+  // Measured on the 2026-12-02 dev VM (docs/perf-cpu.md 26): 1 tile against 2, no K blocks, cold
+  // 1 / 2 x 4096 x 14336, three sweeps, us median: 1250-1262 against 1294-1314, 1575-1582 against
+  // 1656-1663; hot within 1%. On the Emerald Rapids host, off against 2 tiles made no robust
+  // difference (docs/perf-cpu.md 7).
+  std::int64_t gemv_fma_prefetch_tiles = 1;
   std::uint32_t gemv_split_f16_rows = 0xFF;        // M = 1..8
   std::uint32_t gemv_split_f32_rows = 0xFA;        // M = 2, 4..8
   // Weight rows (N) per GEMV task; several rows per task give independent FMA chains and let
