@@ -103,6 +103,20 @@ TEST(BenchReport, SvgPlots) {
   EXPECT_EQ(compare_csv({a, b, {}, "A", "B"}).rfind("round,process,first,a_us,b_us,ratio\n0,0,A,", 0), 0u);
 }
 
+// Runs a shell command; returns its stdout and sets *rc to pclose's status (-1: popen failed).
+std::string run_shell(const std::string& cmd, int* rc) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) {
+    *rc = -1;
+    return "";
+  }
+  std::string out;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  *rc = pclose(p);
+  return out;
+}
+
 TEST(BenchReport, CliJsonToStdout) {
   const char* cli = std::getenv("NVFP4_CLI");
   ASSERT_TRUE(cli && access(cli, X_OK) == 0) << "NVFP4_CLI must name the built nvfp4 binary";
@@ -110,13 +124,10 @@ TEST(BenchReport, CliJsonToStdout) {
   std::ofstream(model) << R"({"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4,
       "num_hidden_layers": 2, "vocab_size": 1000})";
   const std::string cmd = std::string(cli) + " bench --model " + model + " --backend cpu --seconds 0 --samples 2 --json - 2>/dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  EXPECT_EQ(pclose(p), 0);
+  int rc = 0;
+  std::string out = run_shell(cmd, &rc);
+  ASSERT_NE(rc, -1) << "popen failed";
+  EXPECT_EQ(rc, 0);
   const auto j = nlohmann::json::parse(out);
   EXPECT_EQ(j["schema"], kJsonSchema);
   ASSERT_EQ(j["replays"].size(), 2u);  // decode and prefill
@@ -124,10 +135,8 @@ TEST(BenchReport, CliJsonToStdout) {
   EXPECT_TRUE(j["replays"][0]["variants"][0]["validated"].get<bool>());
   // Too large: a clear error, exit 1, before allocating.
   const std::string big = std::string(cli) + " bench --model llama-3-70b --backend cpu 2>&1";
-  p = popen(big.c_str(), "r");
-  out.clear();
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  EXPECT_NE(pclose(p), 0);
+  out = run_shell(big, &rc);
+  EXPECT_NE(rc, 0);
   EXPECT_NE(out.find("[bench] replay of llama-3-70b"), std::string::npos) << out;
 }
 
@@ -137,12 +146,7 @@ TEST(BenchReport, CliShapeRunNoDenseAndNoNvfp4) {
   const char* cli = std::getenv("NVFP4_CLI");
   ASSERT_TRUE(cli && access(cli, X_OK) == 0) << "NVFP4_CLI must name the built nvfp4 binary";
   auto run = [&](const std::string& args, int* rc) {
-    FILE* p = popen((std::string(cli) + " bench --backend cpu --shape 1,256,256 --seconds 0 --samples 2 " + args).c_str(), "r");
-    std::string out;
-    char buf[4096];
-    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-    *rc = pclose(p);
-    return out;
+    return run_shell(std::string(cli) + " bench --backend cpu --shape 1,256,256 --seconds 0 --samples 2 " + args, rc);
   };
   int rc = 0;
   const auto j = nlohmann::json::parse(run("--no-dense --json - 2>/dev/null", &rc));
