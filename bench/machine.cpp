@@ -102,7 +102,13 @@ std::string git_commit() {
     pclose(p);
     std::string s(buf);
     while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-    if (ok && s.size() == 40) return s;
+    if (ok && s.size() == 40) {
+      // Tracked files that differ from HEAD: the report says so ("+changes"), as the device
+      // script's NVFP4_COMMIT does, so a result is never attributed to a commit it did not run.
+      const std::string diff = std::string("git -C '") + NVFP4_SOURCE_DIR + "' diff --quiet HEAD -- 2>/dev/null";
+      if (std::system(diff.c_str()) != 0) s += "+changes";
+      return s;
+    }
   }
 #endif
 #ifdef NVFP4_GIT_COMMIT

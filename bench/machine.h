@@ -23,7 +23,7 @@ void cuda_machine_info(MachineInfo& m);  // no-op without CUDA
 double mem_available_bytes();      // /proc/meminfo MemAvailable (0 if unreadable)
 double peak_rss_bytes();           // VmHWM: peak resident set since the last reset_peak_rss()
 void reset_peak_rss();
-std::string git_commit();          // `git rev-parse HEAD` of the source tree, else the build's define, else "unknown"
+std::string git_commit();          // NVFP4_COMMIT, else `git rev-parse HEAD` of the source tree (+ "+changes" if tracked files differ), else the build's define, else "unknown"
 std::string iso_date_utc();
 
 // Streaming read of `bytes` with all hardware threads, best of `passes` (GB/s = 1e9 B/s). A plain
