@@ -9,7 +9,7 @@
 //   optionally with tuning overrides, e.g. gemv_bf16:rpt=16:xb=16384 gemm_bf16:kc=512:nc=128
 //   (rpt gemv_rows_per_task, xb gemv_x_block_bytes, grp gemv_group_rows, pf/pfm/pfx/pfl2
 //   gemv_prefetch_tiles/_min_m/_max_m/_l2, kc/nc/mc gemm_*, amxn/amxkb/amxpf/tab gemv_amx_n_tiles/
-//   _k_block/_prefetch_bytes/_decode_table, fma gemv_fma_dtypes: dtype mask 1 f32 2 f16 4 bf16, fmam gemv_fma_max_m, frpt/fxb/fpf gemv_fma_rows_per_task/_x_block_bytes/_prefetch_tiles), and dt=bf16|f16|f32 to run that path
+//   _k_block/_prefetch_bytes/_decode_table, fma gemv_fma_dtypes: dtype mask 1 f32 2 f16 4 bf16, fmam gemv_fma_max_m, frpt/fxb/fpf/fgrp gemv_fma_rows_per_task/_x_block_bytes/_prefetch_tiles/_group_rows), and dt=bf16|f16|f32 to run that path
 //   on activations of another dtype (same values, rounded), e.g. to time the fp32 split GEMV next
 //   to the bf16 GEMV in one process: `f32 ... gemv_bf16 gemv_bf16:dt=bf16 gemv`.
 // avx512bf16_presplit: the vdpbf16ps GEMV on pre-split weights (nvfp4/cpu.h): every weight copy
@@ -136,6 +136,7 @@ int main(int argc, char** argv) {
         else if (key == "tab") p.tune.gemv_amx_decode_table = val;
         else if (key == "fma") p.tune.gemv_fma_dtypes = val;
         else if (key == "fmam") p.tune.gemv_fma_max_m = val;
+        else if (key == "fgrp") p.tune.gemv_fma_group_rows = val;
         else if (key == "frpt") p.tune.gemv_fma_rows_per_task = val;
         else if (key == "fxb") p.tune.gemv_fma_x_block_bytes = val;
         else if (key == "fpf") p.tune.gemv_fma_prefetch_tiles = val;

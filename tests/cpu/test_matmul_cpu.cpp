@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -85,11 +86,13 @@ void check_all_paths(const Weight& w, const Act& x, std::int64_t y_stride, const
   // Highway GEMV for data that cannot be split); so does the AMX GEMM (or the fp32 GEMM); the
   // vdpbf16ps GEMM takes bf16 only.
   if (cpu::cpu_path_supported(CpuPath::kGemvAvx512Bf16, t)) {
-    // M = 1 and 2 run the bf16 dot or the FMA dot (gemv_fma_dtypes); both, whatever this host's default.
+    // M = 1 .. 32 run the bf16 dot or the FMA dot (gemv_fma_dtypes, gemv_fma_max_m); both, whatever
+    // this host's default.
     const cpu::CpuTuning saved = cpu::cpu_tuning();
     for (std::int64_t fma : {0, 1}) {
       if (m > cpu::kGemvFmaMaxRows && fma == 1) continue;
       cpu::cpu_tuning_mutable().gemv_fma_dtypes = fma ? 7 : 0;  // 7: every dtype
+      cpu::cpu_tuning_mutable().gemv_fma_max_m = cpu::kGemvFmaMaxRows;
       compare(fma ? "avx512bf16_gemv fma_dot=1" : "avx512bf16_gemv fma_dot=0");
     }
     cpu::cpu_tuning_mutable() = saved;
@@ -309,6 +312,7 @@ TEST(CpuMatmul, BlockingTuningDoesNotChangeResults) {
         t.gemv_prefetch_tiles = v == 0 ? 0 : v == 1 ? 1 : 3;
         t.gemv_fma_prefetch_tiles = v == 0 ? 0 : v == 1 ? 2 : 3;  // the FMA dot's own distance
         t.gemv_fma_x_block_bytes = v == 0 ? 1 : v == 1 ? 16384 : (1 << 22);
+        t.gemv_fma_group_rows = v == 0 ? 1 : v == 1 ? 4 : 6;
         t.gemv_prefetch_min_m = 1;
         t.gemv_prefetch_l2 = v == 1 ? 0 : 1;  // prefetcht0 and prefetcht1 paths
         t.gemm_kc = v == 0 ? 32 : v == 1 ? 512 : 4096;
@@ -328,6 +332,15 @@ TEST(CpuMatmul, BlockingTuningDoesNotChangeResults) {
 
 // ---- AVX512-BF16 GEMV with fp16 / fp32 activations (exact bf16 pieces) -------------------------
 
+// For the life of the object, the GEMV kernel runs the split (vdpbf16ps) dot at every M: where
+// the FMA dot is the host's default (gemv_fma_dtypes, gemv_fma_max_m) it takes these M instead,
+// without a split, and these tests are about the split.
+struct SplitDotOnly {
+  cpu::CpuTuning saved = cpu::cpu_tuning();
+  SplitDotOnly() { cpu::cpu_tuning_mutable().gemv_fma_dtypes = 0; }
+  ~SplitDotOnly() { cpu::cpu_tuning_mutable() = saved; }
+};
+
 // Every dtype, M = 1..8, odd N, K with and without a 256-k tail and short activations: the split
 // must be taken (the kernel returns true), and every path must match the oracle within tolerance.
 TEST(CpuMatmulSplit, AdversarialActivationsMatchOracle) {
@@ -335,6 +348,7 @@ TEST(CpuMatmulSplit, AdversarialActivationsMatchOracle) {
     GTEST_SKIP() << "AVX512-BF16 + VBMI not available: the split GEMV cannot run here";
   const Case cases[] = {{1, 37, 16, 0}, {2, 131, 48, 5}, {3, 37, 784, 0}, {4, 41, 4112, 9},
                         {5, 7, 512, 0}, {6, 13, 272, 3}, {7, 11, 1024, 0}, {8, 37, 784, 1}};
+  const SplitDotOnly split_dot;  // (check_all_paths runs both dots)
   std::uint64_t seed = 777;
   for (const Case& c : cases)
     for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
@@ -361,6 +375,7 @@ TEST(CpuMatmulSplit, ScaledOneHotSplitIsBitExact) {
     GTEST_SKIP() << "AVX512-BF16 + VBMI not available: the split GEMV cannot run here";
   const std::uint64_t seed = 31337;
   SCOPED_TRACE("seed=" + std::to_string(seed));
+  const SplitDotOnly split_dot;
   for (const std::int64_t k : {std::int64_t{784}, std::int64_t{48}}) {
     const std::int64_t n = 37, m = 24;  // 24 rows: 3 passes of 8 rows (fp16: 48, fp32: 72 kernel rows)
     const Weight w = random_weight(n, k, seed + k);
@@ -440,7 +455,10 @@ TEST(CpuMatmulSplit, UnsplittableDataFallsBackAndMatches) {
       Act x = random_x(b.t, 3, 528, 530, 6);
       store_from_f32(x.bytes.data(), b.t, 1 * 530 + pos, b.v);
       Out y = poisoned(b.t, 3, 13, 13);
-      EXPECT_EQ(cpu::gemv_nvfp4_avx512bf16(args_of(x.view, w, y.view)), b.split);
+      {
+        const SplitDotOnly split_dot;
+        EXPECT_EQ(cpu::gemv_nvfp4_avx512bf16(args_of(x.view, w, y.view)), b.split);
+      }
       if (!b.split) {
         for (std::int64_t i = 0; i < 3 * 13; ++i) ASSERT_TRUE(std::isnan(y.get(i / 13, i % 13))) << "wrote before refusing";
       }
@@ -475,6 +493,7 @@ TEST(CpuMatmulSplit, DispatchFollowsTuningTable) {
   t.gemv_amx_rows = 0;
   t.gemv_amx_max_virtual_rows = 0;
   t.gemv_fma_dtypes = 0;  // checked below
+  t.gemm_bf16_fp32_min_m = std::numeric_limits<std::int64_t>::max();  // checked below
   cpu::cpu_tuning_mutable() = t;
   EXPECT_EQ(cpu::cpu_path_for(1, DType::kF32), CpuPath::kGemv);
   EXPECT_EQ(cpu::cpu_path_for(2, DType::kF32), CpuPath::kGemvAvx512Bf16);
@@ -502,10 +521,16 @@ TEST(CpuMatmulSplit, DispatchFollowsTuningTable) {
     tf.gemv_amx_rows = 0;
     cpu::cpu_tuning_mutable() = tf;
     EXPECT_EQ(cpu::cpu_kernel_name(2, DType::kF32), "gemv_nvfp4_avx512bf16_sp3");
-    tf.gemv_fma_max_m = 9;  // more than the compiled row counts: still 2
+    tf.gemv_fma_max_m = 8;  // M = 3 .. 8 too (groups of gemv_fma_group_rows)
     cpu::cpu_tuning_mutable() = tf;
     EXPECT_EQ(cpu::cpu_kernel_name(2, DType::kF32), "gemv_nvfp4_avx512fma");
-    EXPECT_EQ(cpu::cpu_path_for(3, DType::kF32), CpuPath::kGemv);
+    EXPECT_EQ(cpu::cpu_kernel_name(8, DType::kF32), "gemv_nvfp4_avx512fma");
+    EXPECT_EQ(cpu::cpu_path_for(3, DType::kF32), CpuPath::kGemvAvx512Bf16);
+    EXPECT_EQ(cpu::cpu_kernel_name(9, DType::kBF16), "gemv_nvfp4_avx512bf16");
+    tf.gemv_fma_max_m = 1000;  // more than kGemvFmaMaxRows: that many
+    cpu::cpu_tuning_mutable() = tf;
+    EXPECT_EQ(cpu::cpu_kernel_name(cpu::kGemvFmaMaxRows, DType::kBF16), "gemv_nvfp4_avx512fma");
+    EXPECT_NE(cpu::cpu_kernel_name(cpu::kGemvFmaMaxRows + 1, DType::kBF16), "gemv_nvfp4_avx512fma");
     tf.gemv_fma_dtypes = 0;  // no dtype: M = 2 on AMX again where it runs
     tf.gemv_amx_rows = 0x2;
     cpu::cpu_tuning_mutable() = tf;
@@ -527,6 +552,14 @@ TEST(CpuMatmulSplit, DispatchFollowsTuningTable) {
       EXPECT_EQ(cpu::cpu_path_for(b.max_m, b.t), amx ? b.gemm : CpuPath::kGemvAvx512Bf16);
       EXPECT_EQ(cpu::cpu_path_for(b.max_m + 1, b.t), b.gemm);
     }
+    // gemm_bf16_fp32_min_m: from that M bf16 takes the fp32 GEMM instead of the vdpbf16ps GEMM
+    // (no effect where the AMX GEMM runs, which comes first).
+    cpu::CpuTuning tg = t;
+    tg.gemm_bf16_fp32_min_m = 100;
+    cpu::cpu_tuning_mutable() = tg;
+    EXPECT_EQ(cpu::cpu_path_for(99, DType::kBF16), amx ? CpuPath::kGemmAmx : CpuPath::kGemmAvx512Bf16);
+    EXPECT_EQ(cpu::cpu_path_for(100, DType::kBF16), amx ? CpuPath::kGemmAmx : CpuPath::kGemmF32);
+    cpu::cpu_tuning_mutable() = t;
   }
   {  // The AMX link on top: M = 2 and 5 in gemv_amx_rows take it exactly where it can run.
     cpu::CpuTuning ta = t;

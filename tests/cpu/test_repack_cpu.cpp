@@ -162,7 +162,8 @@ TEST(RepackCpu, OneHotRecoversDequantizeBitExact) {
   }
 }
 
-// The FMA dot (gemv_fma_dtypes, M = 1 and 2): one-hot rows, alone and in pairs, recover
+// The FMA dot (gemv_fma_dtypes, M = 1 .. 32): one-hot rows, alone and in groups (every tile shape
+// of rows_any_m, and M = 16 in groups; 784 is a multiple of each row count), recover
 // dequantize_ref bit for bit on canonical and pre-split weights, every dtype (the activations are
 // converted to fp32 exactly).
 TEST(RepackCpu, FmaDotOneHotRecoversDequantizeBitExact) {
@@ -174,12 +175,12 @@ TEST(RepackCpu, FmaDotOneHotRecoversDequantizeBitExact) {
   const std::vector<std::uint8_t> rp = repacked(w);
   const cpu::CpuTuning saved = cpu::cpu_tuning();
   cpu::cpu_tuning_mutable().gemv_fma_dtypes = 7;  // every dtype
-  cpu::cpu_tuning_mutable().gemv_fma_max_m = 2;
+  cpu::cpu_tuning_mutable().gemv_fma_max_m = cpu::kGemvFmaMaxRows;
   for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
     SCOPED_TRACE(dtype_name(t));
     const std::vector<std::uint8_t> deq = dequantized(w, t);
     std::vector<std::uint8_t> xb = one_hot_rows(t, k, k);
-    for (const std::int64_t rows : {1, 2}) {  // rows i .. i + rows - 1 in one call: M = rows
+    for (const std::int64_t rows : {1, 2, 4, 7, 8, 16}) {  // rows i .. i + rows - 1 in one call: M = rows
       SCOPED_TRACE("M=" + std::to_string(rows));
       ASSERT_TRUE(cpu::gemv_fma_dot(rows, t));
       Out yc = poisoned(t, k, n, n), yr = poisoned(t, k, n, n);
@@ -260,10 +261,11 @@ TEST(RepackCpu, MatchesOracle) {
         Out ref = poisoned(t, m, c.n, c.n), y = poisoned(t, m, c.n, c.n + 3);
         quantized_matmul_ref(x.view, w.view(), ref.view);
         const cpu::CpuTuning saved = cpu::cpu_tuning();
-        for (std::int64_t fma : {0, 1}) {  // M = 1, 2: the bf16 dot and the FMA dot
+        for (std::int64_t fma : {0, 1}) {  // M = 1 .. 8: the bf16 dot and the FMA dot
           if (m > cpu::kGemvFmaMaxRows && fma == 1) continue;
           SCOPED_TRACE("gemv_fma_dtypes=" + std::to_string(fma));
           cpu::cpu_tuning_mutable().gemv_fma_dtypes = fma ? 7 : 0;  // 7: every dtype
+          cpu::cpu_tuning_mutable().gemv_fma_max_m = cpu::kGemvFmaMaxRows;
           cpu::quantized_matmul_repacked(x.view, rview(w, rp), y.view);
           expect_matches_oracle(ref, y, abs_sums(w, x.view), w);
         }
@@ -299,7 +301,8 @@ TEST(RepackCpu, BitIdenticalToCanonicalGemv) {
           tu.gemv_min_tasks_per_thread = v == 3 ? 0 : 64;  // 64: split K even at large N
           tu.gemv_group_rows = v == 0 ? 1 : v == 1 ? 3 : 8;
           tu.gemv_rows_per_task = v == 2 ? 3 : 8;
-          tu.gemv_fma_dtypes = v % 2 ? 7 : 0;  // M = 1: both dots on every host, every dtype
+          tu.gemv_fma_dtypes = v % 2 ? 7 : 0;  // M = 1 .. 8: both dots on every host, every dtype
+          tu.gemv_fma_max_m = cpu::kGemvFmaMaxRows;
           cpu::cpu_tuning_mutable() = tu;
           const Act x = random_x(t, m, kx, kx, xs);
           // The kernels themselves (no fallback in between), then the public entries (the same

@@ -182,7 +182,8 @@ NVFP4_BF16_TARGET inline __attribute__((always_inline)) void fma_half(const Ctx&
 #pragma GCC unroll 8
     for (int m = 0; m < MR; ++m) {
       const __m512 xv = _mm512_load_ps(xc + m * g.xs + 16 * (8 * H + q));
-      for (int r = 0; r < NR; ++r) acc[m][r] = q == 0 ? _mm512_mul_ps(xv, w[r]) : _mm512_fmadd_ps(xv, w[r], acc[m][r]);
+      for (int r = 0; r < NR; ++r)
+        acc[m][r] = q == 0 ? _mm512_mul_ps(xv, w[r]) : _mm512_fmadd_ps(xv, w[r], acc[m][r]);
     }
   }
 }
@@ -227,9 +228,10 @@ NVFP4_BF16_TARGET void tile(const Ctx& g, std::int64_t m0, std::int64_t n0, std:
       // The FMA dot (see the file comment): lane i of `half` holds the 8 codes of k = 16i + 8h
       // + p at bits 4p..4p+3; vpermps reads index bits 3:0 only, so a shift by 4p and one lookup
       // in the 16 E2M1 values as fp32 give the exact weights of step (h, p), and one fp32 FMA per
-      // activation row adds x[16i + 8h + p] times them into lane i. Two chains per row and
+      // activation row adds x[16i + 8h + p] times them into lane i. Two chains per weight row and
       // row of x (h = 0 / 1, summed after the chunk) keep >= 8 FMAs independent (4-cycle latency,
-      // 2 per cycle).
+      // 2 per cycle) and fix each output's summation order for every tile shape (MR x NR), so
+      // gemv_group_rows changes speed only (tuning_cpu.h).
       __m512 pe[MR][NR], po[MR][NR];
       fma_half<MR, NR, PS, 0>(g, pc, rs, g.xf + m0 * g.xs + c * kChunk, cs, pe);
       fma_half<MR, NR, PS, 1>(g, pc, rs, g.xf + m0 * g.xs + c * kChunk, cs, po);
@@ -323,11 +325,19 @@ template <bool PS, bool FMA>
 void rows_any_m(const Ctx& g, int mr, std::int64_t m0, std::int64_t n0, std::int64_t n1, std::int64_t c0,
                 std::int64_t c1, bool tail, float* dst, std::int64_t ds) {
   if constexpr (FMA) {
-    // The FMA dot runs M = 1 and 2 (gemv_fma_dot, kGemvFmaMaxRows): 4 weight rows x 2 chains x M
-    // = 8 / 16 independent FMA chains; at M = 2 each decoded weight vector feeds two FMAs
-    // (tuning_cpu.h gemv_fma_max_m: 4 rows beat 2 there, 356 against 400 us).
-    if (mr == 2) rows<2, 4, PS, true>(g, m0, n0, n1, c0, c1, tail, dst, ds);
-    else rows<1, 4, PS, true>(g, m0, n0, n1, c0, c1, tail, dst, ds);
+    // The FMA dot's tiles (gemv_fma_dot; groups of <= kGemvFmaTileRows activation rows): NR
+    // weight rows x 2 chains x MR, 2 MR NR + 2 NR + 1 <= 32 registers. Each decoded weight vector
+    // feeds MR FMAs, each activation load NR. At M = 1 / 2, 4 weight rows (tuning_cpu.h
+    // gemv_fma_max_m: at M = 2 4 rows beat 2, 356 against 400 us), then 2. (8 x 1 ran 11.2 ms at
+    // 8 x 4096 x 14336 against 7.4 as two 4 x 2 passes: one L2 activation load per FMA.)
+    switch (mr) {
+      case 1: rows<1, 4, PS, true>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+      case 2: rows<2, 4, PS, true>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+      case 3: rows<3, 2, PS, true>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+      case 4: rows<4, 2, PS, true>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+      case 5: rows<5, 2, PS, true>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+      default: rows<6, 2, PS, true>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;  // mr <= 6 (caller)
+    }
     return;
   }
   // MR*NR partial sums + 2*NR decode registers must fit the 32 zmm registers (the loop
@@ -458,7 +468,10 @@ bool gemv_run(const MatmulArgs& a) {
   // no longer spills, and one pass beats balanced groups of <= 4 by 11-18% at M=5..7 (1 thread,
   // hot; M=8: equal). With several groups (gemv_group_rows < M) one task runs every group over
   // its weight rows, so later groups read them from L1/L2, not DRAM.
-  const std::int64_t gmax = std::clamp<std::int64_t>(tune.gemv_group_rows, 1, 8);
+  // The FMA dot has its own group bound (tuning_cpu.h gemv_fma_group_rows; tiles up to
+  // kGemvFmaTileRows): its summation order is the same for every group size too.
+  const std::int64_t gmax = fma ? std::clamp<std::int64_t>(tune.gemv_fma_group_rows, 1, kGemvFmaTileRows)
+                                : std::clamp<std::int64_t>(tune.gemv_group_rows, 1, 8);
   const std::int64_t mgroups = (mv + gmax - 1) / gmax;
   // Split K when N alone cannot keep every thread busy (small N, long K).
   const std::int64_t want = tune.gemv_min_tasks_per_thread * num_threads();

@@ -1,6 +1,7 @@
 // kernels/cpu/matmul_cpu.cpp -- the CPU backend's dispatcher: a short ordered chain.
-//   M <= gemv_fma_max_m (2) with the dtype in gemv_fma_dtypes (every dtype on AMX hosts), AVX512-BF16
-//     + VBMI                                 -> GEMV on vdpbf16ps's lanes with fp32 FMAs (the FMA dot)
+//   M <= gemv_fma_max_m (2 with AMX, else 24) with the dtype in gemv_fma_dtypes (every dtype on
+//     Intel AVX512-BF16 hosts), AVX512-BF16 + VBMI
+//                                            -> GEMV on vdpbf16ps's lanes with fp32 FMAs (the FMA dot)
 //   M's bit in gemv_amx_rows (default M = 2..16), or M > 16 with M x pieces <=
 //     gemv_amx_max_virtual_rows (default 48), AMX granted, AVX512-BF16+VBMI
 //                                            -> GEMV on AMX tiles, any dtype (fp16/fp32 split
@@ -13,13 +14,15 @@
 //   M <= gemv_max_m (tuning_cpu.h)          -> GEMV (Highway, best target)
 //   AMX granted                              -> GEMM on AMX tiles, any dtype (fp16/fp32 split
 //                                               exactly; data that cannot be split: fp32 GEMM)
-//   bf16 activations, AVX512-BF16            -> GEMM on vdpbf16ps
+//   bf16 activations, AVX512-BF16, M < gemm_bf16_fp32_min_m (default: 64 on Intel without AMX,
+//     else every M)                          -> GEMM on vdpbf16ps
 //   otherwise                                -> GEMM fp32 (Highway, best target)
 // fp32/fp16 activations are never rounded to bf16 (that would cost ~2^-9 relative per product,
 // far outside the documented tolerance): the GEMVs and the AMX GEMM split them exactly (proof in
 // split_bf16_avx512.cpp); the vdpbf16ps GEMM takes bf16 only.
 #include "kernels/cpu/matmul_cpu.h"
 
+#include <limits>
 #include <string>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -64,20 +67,38 @@ void load_x_row_f32(const MatmulArgs& a, std::int64_t m, float* dst) {
   for (std::int64_t k = a.kx; k < a.k; ++k) dst[k] = 0.0f;
 }
 
-std::int64_t gemv_fma_dtypes_default() {
-  // Where the CPU has AMX-BF16 (Intel Sapphire / Emerald Rapids and later), vdpbf16ps issues
-  // once per ~2 cycles and shares port 5 with vpermw, while vfmadd231ps issues twice per cycle
-  // (docs/perf-cpu.md 14). Zen 4 runs vdpbf16ps once per cycle: it keeps the bf16 dot.
-  static const std::int64_t v = [] {
+// True on Intel CPUs with AVX512-BF16 (Cooper Lake, Sapphire / Emerald / Granite Rapids), whether
+// or not AMX is exposed: a hypervisor may hide AMX (the 2026-12-02 dev VM, family 6 model 207, has
+// AVX512-BF16 and AVX512-FP16 but no AMX flags) while the vector units stay the same.
+static bool intel_avx512bf16_host() {
 #if defined(__x86_64__) && defined(__GNUC__)
+  static const bool v = [] {
     unsigned a = 0, b = 0, c = 0, d = 0;
-    const bool amx_bf16 = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 22)) != 0;  // EDX[22]
-    return amx_bf16 ? gemv_fma_dtype_bit(DType::kF32) | gemv_fma_dtype_bit(DType::kF16) | gemv_fma_dtype_bit(DType::kBF16) : 0;
-#else
-    return 0;
-#endif
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+    const bool intel = b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu;  // "GenuineIntel"
+    return intel && avx512bf16_supported();
   }();
   return v;
+#else
+  return false;
+#endif
+}
+
+std::int64_t gemv_fma_dtypes_default() {
+  // On Intel's AVX512-BF16 cores vdpbf16ps issues once per ~2 cycles and shares port 5 with
+  // vpermw, while vfmadd231ps issues twice per cycle (docs/perf-cpu.md 14; vdpbf16ps_rate on the
+  // AMX host and on the model 207 VM without AMX: 1.3 against 5.4 G instructions/s per thread,
+  // docs/perf-cpu.md 28). Zen 4 runs vdpbf16ps once per cycle: it keeps the bf16 dot.
+  return intel_avx512bf16_host()
+             ? gemv_fma_dtype_bit(DType::kF32) | gemv_fma_dtype_bit(DType::kF16) | gemv_fma_dtype_bit(DType::kBF16)
+             : 0;
+}
+
+std::int64_t gemv_fma_max_m_default() { return gemv_amx_supported() ? 2 : 24; }
+
+std::int64_t gemm_bf16_fp32_min_m_default() {
+  const bool slow_vdpbf16ps = (gemv_fma_dtypes_default() & gemv_fma_dtype_bit(DType::kBF16)) != 0;
+  return !amx_supported() && slow_vdpbf16ps ? 64 : std::numeric_limits<std::int64_t>::max();
 }
 
 const char* cpu_path_name(CpuPath p) {
@@ -125,7 +146,7 @@ CpuPath cpu_path_for(std::int64_t m, DType t) {
   const bool host_has_amx = cpu_path_supported(CpuPath::kGemmAmx, DType::kBF16);
   if (m <= mid_max && !host_has_amx && cpu_path_supported(CpuPath::kGemvAvx512Bf16, t))
     return CpuPath::kGemvAvx512Bf16;
-  if (cpu_path_supported(CpuPath::kGemmAvx512Bf16, t)) return CpuPath::kGemmAvx512Bf16;
+  if (cpu_path_supported(CpuPath::kGemmAvx512Bf16, t) && m < tune.gemm_bf16_fp32_min_m) return CpuPath::kGemmAvx512Bf16;
   return CpuPath::kGemmF32;
 }
 

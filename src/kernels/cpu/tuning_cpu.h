@@ -11,8 +11,11 @@
 
 namespace nvfp4::cpu {
 
-// The host's default for CpuTuning::gemv_fma_dtypes (matmul_cpu.cpp), and its bit for a dtype.
+// The host's defaults for CpuTuning::gemv_fma_dtypes and gemv_fma_max_m (matmul_cpu.cpp), and the
+// gemv_fma_dtypes bit of a dtype.
 std::int64_t gemv_fma_dtypes_default();
+std::int64_t gemv_fma_max_m_default();
+std::int64_t gemm_bf16_fp32_min_m_default();
 inline std::int64_t gemv_fma_dtype_bit(DType t) { return std::int64_t{1} << static_cast<int>(t); }
 
 struct CpuTuning {
@@ -46,7 +49,7 @@ struct CpuTuning {
   // M = 1 (and 2: gemv_fma_max_m) on the AVX512 GEMV with fp32 FMAs (vpermps decode; activations
   // converted exactly to fp32, no split) instead of vdpbf16ps, for the activation dtypes whose bit
   // (1 << DType value: 1 f32, 2 f16, 4 bf16) is set. Default (gemv_fma_dtypes_default): every dtype
-  // on CPUs with AMX-BF16, none elsewhere. Measured (Emerald Rapids dev VM, 2 threads, cold,
+  // on Intel CPUs with AVX512-BF16 (AMX exposed or not), none elsewhere (Zen 4). Measured (Emerald Rapids dev VM, 2 threads, cold,
   // cpu_paths_bench, us medians per round, docs/perf-cpu.md 14-16): with its own task size and K
   // block (below), bf16 pre-split 1 x 4096 x 14336 1465 / 1610 against 1635 / 1826 on vdpbf16ps,
   // 14336 x 4096 1606-1684 against 1958-2004, 151936 x 2560 10861-12851 against 13591-17153;
@@ -61,7 +64,16 @@ struct CpuTuning {
   // us median, same process, 2026-12-01 18:18 UTC, docs/perf-cpu.md 23): FMA dot 2311 cold / 2312
   // hot, AMX GEMV 2776 / 3141, vdpbf16ps dot 2921 / 2845 (M = 1 FMA 1982 / 1757: 1.17x / 1.32x).
   // 1 thread, L2-resident 2 x 256 x 14336: FMA 4 rows x 2 356 us, 2 rows x 2 400, vdpbf16ps 372.
-  std::int64_t gemv_fma_max_m = 2;
+  // Default (gemv_fma_max_m_default): 2 where the AMX GEMV runs (it takes M = 3..16), 24 (in
+  // groups of gemv_fma_group_rows; gemv_bf16_max_m, the GEMV's bound before) where it does not:
+  // there the alternative is the vdpbf16ps dot, whose 32 MACs per ~2 cycles are half the FMAs'
+  // 2 x 16 per cycle. Measured without AMX (Emerald Rapids VM, model 207, 2 threads, cold, bf16,
+  // cpu_paths_bench, us median, FMA dot / vdpbf16ps dot, docs/perf-cpu.md 28): 4096 x 14336 M = 2
+  // 3548 / 4410, 4 3458 / 4421, 6 5228 / 6331, 16 12660 / 13984, 24 20234 / 22535, 32 26529 /
+  // 28840; 9728 x 2560 M = 16 7537 / 8387 (the vdpbf16ps GEMM 8039). At M = 32 the vdpbf16ps
+  // GEMM is as fast or faster: 9728 x 2560 13316 against the FMA dot's 14102, 4096 x 2560 6182
+  // against 6464.
+  std::int64_t gemv_fma_max_m = gemv_fma_max_m_default();
   // The FMA dot's weight rows per task and activation bytes (fp32) per K block. Measured (same
   // VM and tool, docs/perf-cpu.md 16): 8 rows / no K blocks 2142-2300 us cold at 1 x 4096 x 14336
   // bf16; 64 rows 1695-1737; 128 rows + 16 KiB blocks 1690-1730; 256 rows 1660-1691 (fewer tasks
@@ -82,6 +94,11 @@ struct CpuTuning {
   // 1656-1663; hot within 1%. On the Emerald Rapids host, off against 2 tiles made no robust
   // difference (docs/perf-cpu.md 7).
   std::int64_t gemv_fma_prefetch_tiles = 1;
+  // The FMA dot's activation rows per pass over the weights (1..kGemvFmaTileRows; M is split into
+  // balanced groups of at most this many, each re-reading the task's weight rows from L1/L2).
+  // Measured (same host and tool, bf16, us median): 8 x 4096 x 14336 as 8 x 1 tiles 11154, as
+  // two 4 x 2 passes 7418 (vdpbf16ps dot 8302); 6 rows 4895 in one pass, 5353 in two of 3.
+  std::int64_t gemv_fma_group_rows = 6;
   std::uint32_t gemv_split_f16_rows = 0xFF;        // M = 1..8
   std::uint32_t gemv_split_f32_rows = 0xFA;        // M = 2, 4..8
   // Weight rows (N) per GEMV task; several rows per task give independent FMA chains and let
@@ -163,6 +180,15 @@ struct CpuTuning {
   // 128 KiB bf16), KC depth per decoded panel, MC rows of x per task (C accumulator MC*NC*4 B =
   // 256 KiB). KC 512 vs 256: +3% on the bf16 GEMM (Zen 4, 1 thread, M=512 N=256 K=14336:
   // 201 vs 196 GFLOP/s; 1024: 203), fewer C tile reloads per decoded depth.
+  // bf16 activations above the GEMVs on a host without AMX, from this M: the fp32 GEMM (Highway
+  // FMAs on panels decoded to fp32; exact, like the bf16 panels) instead of the vdpbf16ps GEMM.
+  // Default (gemm_bf16_fp32_min_m_default): 64 where vdpbf16ps is the slow unit (gemv_fma_dtypes
+  // has bf16), else never (INT64_MAX). Measured (Emerald Rapids VM without AMX, 2 threads,
+  // cpu_paths_bench, interleaved, us median, fp32 / vdpbf16ps GEMM, docs/perf-cpu.md 28): hot
+  // 512 x 4096 x 14336 242892 / 388737 (248 / 155 GFLOP/s; oneDNN bf16 162 in `nvfp4 bench`);
+  // cold 4096 x 14336 M = 128 77831 / 98484, M = 64 50932 / 49310 (even), M = 32 37243 / 28921;
+  // 9728 x 2560 M = 96 25223 / 32285, M = 128 33263 / 41388, M = 32 20563 / 13316.
+  std::int64_t gemm_bf16_fp32_min_m = gemm_bf16_fp32_min_m_default();
   std::int64_t gemm_nc = 128;
   std::int64_t gemm_kc = 512;
   std::int64_t gemm_mc = 512;
@@ -176,8 +202,10 @@ inline CpuTuning& cpu_tuning_mutable() {
 }
 inline const CpuTuning& cpu_tuning() { return cpu_tuning_mutable(); }
 
-// The FMA dot's compiled activation-row counts: 1 and 2 (gemv_nvfp4_avx512bf16.cpp rows_any_m).
-inline constexpr std::int64_t kGemvFmaMaxRows = 2;
+// The FMA dot: at most M = 32 (gemv_fma_max_m), in groups of at most 6 activation rows (its
+// compiled tiles, gemv_nvfp4_avx512bf16.cpp rows_any_m).
+inline constexpr std::int64_t kGemvFmaMaxRows = 32;
+inline constexpr std::int64_t kGemvFmaTileRows = 6;
 // True when the AVX512 GEMV runs the FMA dot (gemv_fma_dtypes, gemv_fma_max_m) for M rows of
 // dtype t: the one place the dispatcher, the kernel and the kernel names ask.
 inline bool gemv_fma_dot(std::int64_t m, DType t) {
