@@ -330,6 +330,41 @@ TEST(CpuMatmul, BlockingTuningDoesNotChangeResults) {
   }
 }
 
+// The fp32 GEMM forms each output as one FMA chain over k ascending on every target with FMAs,
+// so the AVX-512 targets (panels decoded in vectors and transposed, transpose_avx512.h) and AVX2
+// (the scalar panel decode) must give the same bytes: any weight decoded wrong, misplaced or
+// given another row's scale changes them. Partial column groups (N = 45, 67), a K slice of 16
+// (K = 1552 with KC = 512) and every dtype.
+TEST(CpuMatmul, Fp32GemmSameBitsOnEveryFmaTarget) {
+  std::vector<std::int64_t> fma_targets;
+  for (std::int64_t t : cpu::hwy_compiled_targets())
+    if (t == HWY_AVX2 || t == HWY_AVX3 || t == HWY_AVX3_DL) fma_targets.push_back(t);
+  const bool avx2 = std::count(fma_targets.begin(), fma_targets.end(), HWY_AVX2) == 1;
+  if (!avx2 || fma_targets.size() < 2)
+    GTEST_SKIP() << "needs AVX2 and an AVX-512 Highway target on this CPU (has " << fma_targets.size() << " of them)";
+  const std::uint64_t seed = 8080;
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  struct S { std::int64_t m, n, k; };
+  for (const S& c : {S{5, 45, 1552}, S{40, 67, 528}, S{1, 32, 16}}) {
+    const Weight w = random_weight(c.n, c.k, seed + c.n);
+    for (DType dt : {DType::kBF16, DType::kF16, DType::kF32}) {
+      SCOPED_TRACE("M=" + std::to_string(c.m) + " N=" + std::to_string(c.n) + " K=" + std::to_string(c.k) +
+                   " dtype=" + dtype_name(dt));
+      const Act x = random_x(dt, c.m, c.k, c.k, seed + c.m);
+      std::vector<std::vector<std::uint8_t>> outs;
+      for (std::int64_t t : fma_targets) {
+        hwy::SetSupportedTargetsForTest(t);
+        Out y = poisoned(dt, c.m, c.n, c.n);
+        cpu::quantized_matmul_path(x.view, w.view(), y.view, CpuPath::kGemmF32);
+        outs.push_back(y.bytes);
+      }
+      hwy::SetSupportedTargetsForTest(0);
+      for (std::size_t i = 1; i < outs.size(); ++i)
+        EXPECT_EQ(outs[0], outs[i]) << target_label(fma_targets[0]) << " against " << target_label(fma_targets[i]);
+    }
+  }
+}
+
 // ---- AVX512-BF16 GEMV with fp16 / fp32 activations (exact bf16 pieces) -------------------------
 
 // For the life of the object, the GEMV kernel runs the split (vdpbf16ps) dot at every M: where
@@ -526,7 +561,7 @@ TEST(CpuMatmulSplit, DispatchFollowsTuningTable) {
     EXPECT_EQ(cpu::cpu_kernel_name(2, DType::kF32), "gemv_nvfp4_avx512fma");
     EXPECT_EQ(cpu::cpu_kernel_name(8, DType::kF32), "gemv_nvfp4_avx512fma");
     EXPECT_EQ(cpu::cpu_path_for(3, DType::kF32), CpuPath::kGemvAvx512Bf16);
-    EXPECT_EQ(cpu::cpu_kernel_name(9, DType::kBF16), "gemv_nvfp4_avx512bf16");
+    EXPECT_NE(cpu::cpu_kernel_name(9, DType::kBF16), "gemv_nvfp4_avx512fma");
     tf.gemv_fma_max_m = 1000;  // more than kGemvFmaMaxRows: that many
     cpu::cpu_tuning_mutable() = tf;
     EXPECT_EQ(cpu::cpu_kernel_name(cpu::kGemvFmaMaxRows, DType::kBF16), "gemv_nvfp4_avx512fma");
@@ -552,6 +587,14 @@ TEST(CpuMatmulSplit, DispatchFollowsTuningTable) {
       EXPECT_EQ(cpu::cpu_path_for(b.max_m, b.t), amx ? b.gemm : CpuPath::kGemvAvx512Bf16);
       EXPECT_EQ(cpu::cpu_path_for(b.max_m + 1, b.t), b.gemm);
     }
+    // Where the dtype takes the FMA dot (vdpbf16ps is the slow unit), mid M skips the vdpbf16ps
+    // GEMV for the GEMM.
+    cpu::CpuTuning tv = t;
+    tv.gemv_fma_dtypes = 7;
+    tv.gemv_fma_max_m = 2;
+    cpu::cpu_tuning_mutable() = tv;
+    EXPECT_EQ(cpu::cpu_path_for(t.gemv_max_m + 1, DType::kBF16), amx ? CpuPath::kGemmAmx : CpuPath::kGemmAvx512Bf16);
+    EXPECT_EQ(cpu::cpu_path_for(t.gemv_max_m + 1, DType::kF16), amx ? CpuPath::kGemmAmx : CpuPath::kGemmF32);
     // gemm_bf16_fp32_min_m: from that M bf16 takes the fp32 GEMM instead of the vdpbf16ps GEMM
     // (no effect where the AMX GEMM runs, which comes first).
     cpu::CpuTuning tg = t;

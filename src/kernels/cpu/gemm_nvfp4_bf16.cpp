@@ -21,7 +21,7 @@
 // bytes (32 k = 2 blocks) widen to 16 u32 lanes; vpermps on the low / high nibble gives the
 // fp32 E2M1 values, times the block scale (exact), and the top halves of the two fp32 words form
 // the bf16 pair (exact: <= 6 significant bits). 16 rows x 16 pairs are then transposed in
-// registers (unpack 32/64 + 128-bit shuffles) into Bp[pair][column]. perf on the dev machine
+// registers (transpose_avx512.h) into Bp[pair][column]. perf on the dev machine
 // (Zen 4, M=512 N=512 K=14336, 1 thread) put the former scalar decode at 30% of the run, more
 // than the microkernel (27%).
 #include <algorithm>
@@ -32,6 +32,7 @@
 
 #include "kernels/cpu/kernels_cpu.h"
 #include "kernels/cpu/parallel_for.h"
+#include "kernels/cpu/transpose_avx512.h"
 #include "kernels/cpu/tuning_cpu.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -125,28 +126,10 @@ __attribute__((target("avx512f"))) std::int64_t decode_panel_avx512(const Matmul
         r[i] = _mm512_ternarylogic_epi32(hi_mask, _mm512_castps_si512(hi),
                                          _mm512_srli_epi32(_mm512_castps_si512(lo), 16), 0xCA);
       }
-      // 16x16 u32 transpose: r[i] lane j (column c+i, pair p0+j) -> out[j] lane i.
-      __m512i t[16], u[16];
-      for (int i = 0; i < 8; ++i) {
-        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-      }
-      for (int g = 0; g < 4; ++g) {  // u[4g+q], 128-bit lane L = rows 4g..4g+3 of column 4L+q
-        u[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
-        u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
-        u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
-        u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
-      }
-      for (int q = 0; q < 4; ++q) {
-        const __m512i v0 = _mm512_shuffle_i32x4(u[q], u[4 + q], 0x88), v1 = _mm512_shuffle_i32x4(u[q], u[4 + q], 0xDD);
-        const __m512i v2 = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0x88);
-        const __m512i v3 = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0xDD);
-        std::uint32_t* dst = pairs + (p0 + q) * nc + c;
-        _mm512_storeu_si512(dst, _mm512_shuffle_i32x4(v0, v2, 0x88));            // pair p0+q
-        _mm512_storeu_si512(dst + 4 * nc, _mm512_shuffle_i32x4(v1, v3, 0x88));   // p0+4+q
-        _mm512_storeu_si512(dst + 8 * nc, _mm512_shuffle_i32x4(v0, v2, 0xDD));   // p0+8+q
-        _mm512_storeu_si512(dst + 12 * nc, _mm512_shuffle_i32x4(v1, v3, 0xDD));  // p0+12+q
-      }
+      // r[i] lane j (column c+i, pair p0+j) -> out[j] lane i: pair p0+j of 16 columns.
+      __m512i out[16];
+      transpose16x16_epi32(r, out);
+      for (int j = 0; j < 16; ++j) _mm512_storeu_si512(pairs + (p0 + j) * nc + c, out[j]);
     }
   }
   return cfull;

@@ -1,5 +1,5 @@
 // kernels/cpu/matmul_cpu.cpp -- the CPU backend's dispatcher: a short ordered chain.
-//   M <= gemv_fma_max_m (2 with AMX, else 24) with the dtype in gemv_fma_dtypes (every dtype on
+//   M <= gemv_fma_max_m (2 with AMX, else 16) with the dtype in gemv_fma_dtypes (every dtype on
 //     Intel AVX512-BF16 hosts), AVX512-BF16 + VBMI
 //                                            -> GEMV on vdpbf16ps's lanes with fp32 FMAs (the FMA dot)
 //   M's bit in gemv_amx_rows (default M = 2..16), or M > 16 with M x pieces <=
@@ -14,7 +14,9 @@
 //   M <= gemv_max_m (tuning_cpu.h)          -> GEMV (Highway, best target)
 //   AMX granted                              -> GEMM on AMX tiles, any dtype (fp16/fp32 split
 //                                               exactly; data that cannot be split: fp32 GEMM)
-//   bf16 activations, AVX512-BF16, M < gemm_bf16_fp32_min_m (default: 64 on Intel without AMX,
+//   M <= gemv_bf16_max_m / gemv_f16_max_m / gemv_f32_max_m (24 / 32 / 16), no AMX, the dtype not
+//     in gemv_fma_dtypes (Zen 4)             -> GEMV on vdpbf16ps in groups of <= 8 (virtual) rows
+//   bf16 activations, AVX512-BF16, M < gemm_bf16_fp32_min_m (default: 0 on Intel without AMX,
 //     else every M)                          -> GEMM on vdpbf16ps
 //   otherwise                                -> GEMM fp32 (Highway, best target)
 // fp32/fp16 activations are never rounded to bf16 (that would cost ~2^-9 relative per product,
@@ -94,11 +96,11 @@ std::int64_t gemv_fma_dtypes_default() {
              : 0;
 }
 
-std::int64_t gemv_fma_max_m_default() { return gemv_amx_supported() ? 2 : 24; }
+std::int64_t gemv_fma_max_m_default() { return gemv_amx_supported() ? 2 : 16; }
 
 std::int64_t gemm_bf16_fp32_min_m_default() {
   const bool slow_vdpbf16ps = (gemv_fma_dtypes_default() & gemv_fma_dtype_bit(DType::kBF16)) != 0;
-  return !amx_supported() && slow_vdpbf16ps ? 64 : std::numeric_limits<std::int64_t>::max();
+  return !amx_supported() && slow_vdpbf16ps ? 0 : std::numeric_limits<std::int64_t>::max();
 }
 
 const char* cpu_path_name(CpuPath p) {
@@ -139,12 +141,15 @@ CpuPath cpu_path_for(std::int64_t m, DType t) {
   }
   if (cpu_path_supported(CpuPath::kGemmAmx, t)) return CpuPath::kGemmAmx;
   // Mid M on a host without AMX: the vdpbf16ps GEMV in groups of 8 (virtual) rows beats the bf16
-  // GEMM (bf16) and the fp32 GEMM (fp16 / fp32) up to a per-dtype M (measured: tuning_cpu.h).
+  // GEMM (bf16) and the fp32 GEMM (fp16 / fp32) up to a per-dtype M (measured on Zen 4:
+  // tuning_cpu.h). Not where the dtype takes the FMA dot (gemv_fma_dtypes): vdpbf16ps is the slow
+  // unit there, and the fp32 GEMM follows the FMA dot (docs/perf-cpu.md 29).
   const std::int64_t mid_max = t == DType::kBF16 ? tune.gemv_bf16_max_m
                                : t == DType::kF16 ? tune.gemv_f16_max_m
                                                   : tune.gemv_f32_max_m;
   const bool host_has_amx = cpu_path_supported(CpuPath::kGemmAmx, DType::kBF16);
-  if (m <= mid_max && !host_has_amx && cpu_path_supported(CpuPath::kGemvAvx512Bf16, t))
+  const bool vdpbf16ps_slow = (tune.gemv_fma_dtypes & gemv_fma_dtype_bit(t)) != 0;
+  if (m <= mid_max && !host_has_amx && !vdpbf16ps_slow && cpu_path_supported(CpuPath::kGemvAvx512Bf16, t))
     return CpuPath::kGemvAvx512Bf16;
   if (cpu_path_supported(CpuPath::kGemmAvx512Bf16, t) && m < tune.gemm_bf16_fp32_min_m) return CpuPath::kGemmAvx512Bf16;
   return CpuPath::kGemmF32;

@@ -64,15 +64,14 @@ struct CpuTuning {
   // us median, same process, 2026-12-01 18:18 UTC, docs/perf-cpu.md 23): FMA dot 2311 cold / 2312
   // hot, AMX GEMV 2776 / 3141, vdpbf16ps dot 2921 / 2845 (M = 1 FMA 1982 / 1757: 1.17x / 1.32x).
   // 1 thread, L2-resident 2 x 256 x 14336: FMA 4 rows x 2 356 us, 2 rows x 2 400, vdpbf16ps 372.
-  // Default (gemv_fma_max_m_default): 2 where the AMX GEMV runs (it takes M = 3..16), 24 (in
-  // groups of gemv_fma_group_rows; gemv_bf16_max_m, the GEMV's bound before) where it does not:
-  // there the alternative is the vdpbf16ps dot, whose 32 MACs per ~2 cycles are half the FMAs'
-  // 2 x 16 per cycle. Measured without AMX (Emerald Rapids VM, model 207, 2 threads, cold, bf16,
-  // cpu_paths_bench, us median, FMA dot / vdpbf16ps dot, docs/perf-cpu.md 28): 4096 x 14336 M = 2
-  // 3548 / 4410, 4 3458 / 4421, 6 5228 / 6331, 16 12660 / 13984, 24 20234 / 22535, 32 26529 /
-  // 28840; 9728 x 2560 M = 16 7537 / 8387 (the vdpbf16ps GEMM 8039). At M = 32 the vdpbf16ps
-  // GEMM is as fast or faster: 9728 x 2560 13316 against the FMA dot's 14102, 4096 x 2560 6182
-  // against 6464.
+  // Default (gemv_fma_max_m_default): 2 where the AMX GEMV runs (it takes M = 3..16), 16 (in
+  // groups of gemv_fma_group_rows) where it does not: there the alternatives are the vdpbf16ps
+  // dot, whose 32 MACs per ~2 cycles are half the FMAs' 2 x 16 per cycle, and from M = 17 the
+  // fp32 GEMM (gemm_bf16_fp32_min_m). Measured without AMX (Emerald Rapids VM, model 207, 2
+  // threads, cold, bf16, cpu_paths_bench, us median, docs/perf-cpu.md 28-29): FMA dot / vdpbf16ps
+  // dot at 4096 x 14336: M = 2 3548 / 4410, 4 3458 / 4421, 6 5228 / 6331, 16 12660 / 13984; FMA
+  // dot / fp32 GEMM (its decode vectorized): 4096 x 14336 M = 8 6304 / 10606, 12 9757 / 13202, 16
+  // 12061 / 13173, 24 20501 / 19340; 9728 x 2560 M = 8 3450 / 4886, 16 6734 / 6394.
   std::int64_t gemv_fma_max_m = gemv_fma_max_m_default();
   // The FMA dot's weight rows per task and activation bytes (fp32) per K block. Measured (same
   // VM and tool, docs/perf-cpu.md 16): 8 rows / no K blocks 2142-2300 us cold at 1 x 4096 x 14336
@@ -181,13 +180,12 @@ struct CpuTuning {
   // 256 KiB). KC 512 vs 256: +3% on the bf16 GEMM (Zen 4, 1 thread, M=512 N=256 K=14336:
   // 201 vs 196 GFLOP/s; 1024: 203), fewer C tile reloads per decoded depth.
   // bf16 activations above the GEMVs on a host without AMX, from this M: the fp32 GEMM (Highway
-  // FMAs on panels decoded to fp32; exact, like the bf16 panels) instead of the vdpbf16ps GEMM.
-  // Default (gemm_bf16_fp32_min_m_default): 64 where vdpbf16ps is the slow unit (gemv_fma_dtypes
+  // FMAs on panels decoded exactly to fp32) instead of the vdpbf16ps GEMM. Default
+  // (gemm_bf16_fp32_min_m_default): 0 (every M) where vdpbf16ps is the slow unit (gemv_fma_dtypes
   // has bf16), else never (INT64_MAX). Measured (Emerald Rapids VM without AMX, 2 threads,
-  // cpu_paths_bench, interleaved, us median, fp32 / vdpbf16ps GEMM, docs/perf-cpu.md 28): hot
-  // 512 x 4096 x 14336 242892 / 388737 (248 / 155 GFLOP/s; oneDNN bf16 162 in `nvfp4 bench`);
-  // cold 4096 x 14336 M = 128 77831 / 98484, M = 64 50932 / 49310 (even), M = 32 37243 / 28921;
-  // 9728 x 2560 M = 96 25223 / 32285, M = 128 33263 / 41388, M = 32 20563 / 13316.
+  // cpu_paths_bench, interleaved, cold, us median, fp32 / vdpbf16ps GEMM, docs/perf-cpu.md 29):
+  // 4096 x 14336 M = 8 10606 / 11740, 16 13173 / 16869, 24 19340 / 24367, 32 19184 / 27466, 128
+  // 53925 / 94194; 9728 x 2560 M = 16 6394 / 7613, 32 9551 / 12676.
   std::int64_t gemm_bf16_fp32_min_m = gemm_bf16_fp32_min_m_default();
   std::int64_t gemm_nc = 128;
   std::int64_t gemm_kc = 512;
