@@ -1,6 +1,6 @@
 // kernels/cpu/matmul_cpu.cpp -- the CPU backend's dispatcher: a short ordered chain.
 //   M <= gemv_fma_max_m (2 with AMX, else 16) with the dtype in gemv_fma_dtypes (every dtype on
-//     Intel AVX512-BF16 hosts), AVX512-BF16 + VBMI
+//     Intel AVX512-BF16 + FP16 hosts), AVX512-BF16 + VBMI
 //                                            -> GEMV on vdpbf16ps's lanes with fp32 FMAs (the FMA dot)
 //   M's bit in gemv_amx_rows (default M = 2..16), or M > 16 with M x pieces <=
 //     gemv_amx_max_virtual_rows (default 48), AMX granted, AVX512-BF16+VBMI
@@ -69,8 +69,9 @@ void load_x_row_f32(const MatmulArgs& a, std::int64_t m, float* dst) {
   for (std::int64_t k = a.kx; k < a.k; ++k) dst[k] = 0.0f;
 }
 
-// True on Intel CPUs with AVX512-BF16 (Cooper Lake, Sapphire / Emerald / Granite Rapids), whether
-// or not AMX is exposed: a hypervisor may hide AMX (the 2026-12-02 dev VM, family 6 model 207, has
+// True on Intel CPUs with AVX512-BF16 and AVX512-FP16 (Sapphire Rapids and later: the class both
+// measured hosts belong to; Cooper Lake, BF16 without FP16, was never measured), whether or not
+// AMX is exposed: a hypervisor may hide AMX (the 2026-12-02 dev VM, family 6 model 207, has
 // AVX512-BF16 and AVX512-FP16 but no AMX flags) while the vector units stay the same.
 static bool intel_avx512bf16_host() {
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -78,7 +79,9 @@ static bool intel_avx512bf16_host() {
     unsigned a = 0, b = 0, c = 0, d = 0;
     if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
     const bool intel = b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu;  // "GenuineIntel"
-    return intel && avx512bf16_supported();
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    const bool fp16 = (d & (1u << 23)) != 0;  // CPUID.(EAX=7,ECX=0):EDX[23] = AVX512_FP16
+    return intel && fp16 && avx512bf16_supported();
   }();
   return v;
 #else

@@ -49,7 +49,7 @@ struct CpuTuning {
   // M = 1 (and 2: gemv_fma_max_m) on the AVX512 GEMV with fp32 FMAs (vpermps decode; activations
   // converted exactly to fp32, no split) instead of vdpbf16ps, for the activation dtypes whose bit
   // (1 << DType value: 1 f32, 2 f16, 4 bf16) is set. Default (gemv_fma_dtypes_default): every dtype
-  // on Intel CPUs with AVX512-BF16 (AMX exposed or not), none elsewhere (Zen 4). Measured (Emerald Rapids dev VM, 2 threads, cold,
+  // on Intel CPUs with AVX512-BF16 and AVX512-FP16 (AMX exposed or not), none elsewhere (Zen 4). Measured (Emerald Rapids dev VM, 2 threads, cold,
   // cpu_paths_bench, us medians per round, docs/perf-cpu.md 14-16): with its own task size and K
   // block (below), bf16 pre-split 1 x 4096 x 14336 1465 / 1610 against 1635 / 1826 on vdpbf16ps,
   // 14336 x 4096 1606-1684 against 1958-2004, 151936 x 2560 10861-12851 against 13591-17153;
