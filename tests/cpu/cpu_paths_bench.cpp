@@ -3,7 +3,8 @@
 // alike; cold calls rotate through weight copies totalling >= 512 MiB (16x the 32 MiB L3 of
 // the dev machine), and "stream" reads the same bytes of the next copy with every thread
 // (the read ceiling of the same run). Prints median, p10, p90 per path.
-// Usage: cpu_paths_bench [bf16|f16|f32] [hot|cold] [thp] [reps=N] M,N,K ... [paths...]
+// Usage: cpu_paths_bench [bf16|f16|f32] [hot|cold] [thp] [avx2] [reps=N] M,N,K ... [paths...]
+//   avx2: the Highway paths (gemv, gemm_f32) run their AVX2 code, as on a CPU without AVX-512
 //   paths: gemv gemv_bf16 avx512bf16_presplit gemv_amx gemm_f32 gemm_bf16 gemm_amx stream (default:
 //   all supported), each
 //   optionally with tuning overrides, e.g. gemv_bf16:rpt=16:xb=16384 gemm_bf16:kc=512:nc=128
@@ -27,6 +28,7 @@
 
 #include <sys/mman.h>
 
+#include "hwy/targets.h"
 #include "kernels/cpu/matmul_cpu.h"
 #include "kernels/cpu/parallel_for.h"
 #include "kernels/cpu/tuning_cpu.h"
@@ -55,6 +57,7 @@ int main(int argc, char** argv) {
     else if (a == "hot") cold = false;
     else if (a == "cold") cold = true;
     else if (a == "thp") thp = true;
+    else if (a == "avx2") hwy::SetSupportedTargetsForTest(HWY_AVX2);  // the Highway paths on their AVX2 code
     else if (a.rfind("reps=", 0) == 0) reps = std::atoi(a.c_str() + 5);
     else if (std::sscanf(a.c_str(), "%ld,%ld,%ld", &s.m, &s.n, &s.k) == 3) shapes.push_back(s);
     else names.push_back(a);

@@ -21,7 +21,7 @@
 // bytes (32 k = 2 blocks) widen to 16 u32 lanes; vpermps on the low / high nibble gives the
 // fp32 E2M1 values, times the block scale (exact), and the top halves of the two fp32 words form
 // the bf16 pair (exact: <= 6 significant bits). 16 rows x 16 pairs are then transposed in
-// registers (transpose_avx512.h) into Bp[pair][column]. perf on the dev machine
+// registers (transpose_x86.h) into Bp[pair][column]. perf on the dev machine
 // (Zen 4, M=512 N=512 K=14336, 1 thread) put the former scalar decode at 30% of the run, more
 // than the microkernel (27%).
 #include <algorithm>
@@ -32,7 +32,7 @@
 
 #include "kernels/cpu/kernels_cpu.h"
 #include "kernels/cpu/parallel_for.h"
-#include "kernels/cpu/transpose_avx512.h"
+#include "kernels/cpu/transpose_x86.h"
 #include "kernels/cpu/tuning_cpu.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
