@@ -28,8 +28,8 @@
 // 2^-126 is lost before the scale (<= 448) multiplies it (tolerance: tests/cpu/test_matmul_cpu.cpp).
 // K % 256 tail elements go through a scalar loop with the oracle's exact e2m1*scale product.
 //
-// The FMA dot (M = 1 and 2 with a dtype in CpuTuning::gemv_fma_dtypes: every dtype on CPUs with
-// AMX-BF16; gemv_fma_max_m): the same
+// The FMA dot (M <= CpuTuning::gemv_fma_max_m, 2 with AMX and 16 without, with a dtype in
+// gemv_fma_dtypes: every dtype on Intel CPUs with AVX512-BF16 + FP16): the same
 // lanes, layouts and block-scale FMA, but each u32 word of `half` gives 8 codes to vpsrld by 4p +
 // vpermps (a 16-entry table of the E2M1 values as fp32: vpermps reads index bits 3:0), and one
 // fp32 vfmadd231ps per 16 products against the activations converted exactly to fp32 (any
@@ -38,8 +38,8 @@
 // 256 weights), while vfmadd231ps issues twice per cycle (16 vpermps + 16 FMA + 14 shifts = 23
 // cycles; docs/perf-cpu.md 14). With tasks of 128 weight rows and 16 KiB K blocks of its fp32
 // activations (gemv_fma_*), it is 8-25% faster cold than the vdpbf16ps dot at every Llama / Qwen
-// M = 1 shape measured there, bf16 included (§16); Zen 4 runs vdpbf16ps once per cycle. At M = 2
-// a decoded weight vector feeds both rows' FMAs (§23).
+// M = 1 shape measured there, bf16 included (§16); Zen 4 runs vdpbf16ps once per cycle. At M >= 2
+// a decoded weight vector feeds every row's FMA (§23; up to 6 rows per pass without AMX, §28).
 // Exactness: x (exact in fp32) times an E2M1 value rounds once per FMA like any fp32 dot; no
 // flush of denormals. Results are within the same tolerance as the bf16 dot, not bit-identical to it.
 //

@@ -46,13 +46,14 @@ struct CpuTuning {
   // docs/perf-cpu.md section 5): fp16 M=1 0.72, M=4 0.68, M=8 0.60 (all M faster); fp32 M=1
   // 1.012 [1.002, 1.024] (3-row tile = Highway's compute: kept on Highway), M=2 0.87, M=3 0.998
   // (tie: Highway), M=4 0.80, M=8 0.89; M=5..7 0.81-0.96 (interleaved cpu_paths_bench).
-  // M = 1 (and 2: gemv_fma_max_m) on the AVX512 GEMV with fp32 FMAs (vpermps decode; activations
+  // M = 1 .. gemv_fma_max_m on the AVX512 GEMV with fp32 FMAs (vpermps decode; activations
   // converted exactly to fp32, no split) instead of vdpbf16ps, for the activation dtypes whose bit
   // (1 << DType value: 1 f32, 2 f16, 4 bf16) is set. Default (gemv_fma_dtypes_default): every dtype
-  // on Intel CPUs with AVX512-BF16 and AVX512-FP16 (AMX exposed or not), none elsewhere (Zen 4). Measured (Emerald Rapids dev VM, 2 threads, cold,
-  // cpu_paths_bench, us medians per round, docs/perf-cpu.md 14-16): with its own task size and K
-  // block (below), bf16 pre-split 1 x 4096 x 14336 1465 / 1610 against 1635 / 1826 on vdpbf16ps,
-  // 14336 x 4096 1606-1684 against 1958-2004, 151936 x 2560 10861-12851 against 13591-17153;
+  // on Intel CPUs with AVX512-BF16 and AVX512-FP16 (AMX exposed or not), none elsewhere (Zen 4).
+  // Measured (Emerald Rapids dev VM, 2 threads, cold, cpu_paths_bench, us medians per round,
+  // docs/perf-cpu.md 14-16): with its own task size and K block (below), bf16 pre-split 1 x 4096
+  // x 14336 1465 / 1610 against 1635 / 1826 on vdpbf16ps, 14336 x 4096 1606-1684 against
+  // 1958-2004, 151936 x 2560 10861-12851 against 13591-17153;
   // fp32 1791 / 1868 against 3357-3496 on the Highway GEMV; fp16 1702 / 1868 against 3141-3301
   // split into 2 bf16 pieces. With the bf16 dot's task size (8 rows) it lost cold (§14).
   std::int64_t gemv_fma_dtypes = gemv_fma_dtypes_default();
@@ -175,10 +176,6 @@ struct CpuTuning {
   // measured on Emerald Rapids (2 cores, same run as above): 18-28% faster (M=1 3361 vs 4080 us,
   // M=4 4687 vs 6469, M=8 5363 vs 7087, M=16 4160 vs 5236).
   std::int64_t gemv_amx_decode_table = 1;
-  // GEMM blocking: NC columns of W decoded per panel (L2-resident: NC*KC*4 B = 256 KiB fp32,
-  // 128 KiB bf16), KC depth per decoded panel, MC rows of x per task (C accumulator MC*NC*4 B =
-  // 256 KiB). KC 512 vs 256: +3% on the bf16 GEMM (Zen 4, 1 thread, M=512 N=256 K=14336:
-  // 201 vs 196 GFLOP/s; 1024: 203), fewer C tile reloads per decoded depth.
   // bf16 activations above the GEMVs on a host without AMX, from this M: the fp32 GEMM (Highway
   // FMAs on panels decoded exactly to fp32) instead of the vdpbf16ps GEMM. Default
   // (gemm_bf16_fp32_min_m_default): 0 (every M) where vdpbf16ps is the slow unit (gemv_fma_dtypes
@@ -187,6 +184,10 @@ struct CpuTuning {
   // 4096 x 14336 M = 8 10606 / 11740, 16 13173 / 16869, 24 19340 / 24367, 32 19184 / 27466, 128
   // 53925 / 94194; 9728 x 2560 M = 16 6394 / 7613, 32 9551 / 12676.
   std::int64_t gemm_bf16_fp32_min_m = gemm_bf16_fp32_min_m_default();
+  // GEMM blocking: NC columns of W decoded per panel (L2-resident: NC*KC*4 B = 256 KiB fp32,
+  // 128 KiB bf16), KC depth per decoded panel, MC rows of x per task (C accumulator MC*NC*4 B =
+  // 256 KiB). KC 512 vs 256: +3% on the bf16 GEMM (Zen 4, 1 thread, M=512 N=256 K=14336:
+  // 201 vs 196 GFLOP/s; 1024: 203), fewer C tile reloads per decoded depth.
   std::int64_t gemm_nc = 128;
   std::int64_t gemm_kc = 512;
   std::int64_t gemm_mc = 512;
