@@ -334,8 +334,8 @@ TEST(CpuMatmul, BlockingTuningDoesNotChangeResults) {
 // so the AVX-512 targets and AVX2 (each with its own panel decode in vectors and register
 // transposes, transpose_x86.h) must give the same bytes: any weight decoded wrong, misplaced or
 // given another row's scale by either changes them. (Targets without FMAs keep the scalar decode,
-// checked against the oracle in AllPathsAllTargetsMatchOracle.) Partial column groups (N = 45, 67), a K slice of 16
-// (K = 1552 with KC = 512) and every dtype.
+// checked against the oracle in AllPathsAllTargetsMatchOracle.) Partial column groups (N = 45,
+// 67), a K slice of 16 (K = 1552 with KC = 512) and every dtype.
 TEST(CpuMatmul, Fp32GemmSameBitsOnEveryFmaTarget) {
   std::vector<std::int64_t> fma_targets;
   for (std::int64_t t : cpu::hwy_compiled_targets())

@@ -261,7 +261,7 @@ TEST(RepackCpu, MatchesOracle) {
         Out ref = poisoned(t, m, c.n, c.n), y = poisoned(t, m, c.n, c.n + 3);
         quantized_matmul_ref(x.view, w.view(), ref.view);
         const cpu::CpuTuning saved = cpu::cpu_tuning();
-        for (std::int64_t fma : {0, 1}) {  // M = 1 .. 8: the bf16 dot and the FMA dot
+        for (std::int64_t fma : {0, 1}) {  // M <= 32: the bf16 dot and the FMA dot
           if (m > cpu::kGemvFmaMaxRows && fma == 1) continue;
           SCOPED_TRACE("gemv_fma_dtypes=" + std::to_string(fma));
           cpu::cpu_tuning_mutable().gemv_fma_dtypes = fma ? 7 : 0;  // 7: every dtype
@@ -301,7 +301,7 @@ TEST(RepackCpu, BitIdenticalToCanonicalGemv) {
           tu.gemv_min_tasks_per_thread = v == 3 ? 0 : 64;  // 64: split K even at large N
           tu.gemv_group_rows = v == 0 ? 1 : v == 1 ? 3 : 8;
           tu.gemv_rows_per_task = v == 2 ? 3 : 8;
-          tu.gemv_fma_dtypes = v % 2 ? 7 : 0;  // M = 1 .. 8: both dots on every host, every dtype
+          tu.gemv_fma_dtypes = v % 2 ? 7 : 0;  // M <= 32: both dots on every host, every dtype
           tu.gemv_fma_max_m = cpu::kGemvFmaMaxRows;
           cpu::cpu_tuning_mutable() = tu;
           const Act x = random_x(t, m, kx, kx, xs);

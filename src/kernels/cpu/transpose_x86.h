@@ -1,6 +1,7 @@
-// kernels/cpu/transpose_x86.h -- a 16 x 16 transpose of 32-bit lanes in AVX-512F registers,
-// shared by the GEMMs' panel decodes (gemm_nvfp4_bf16.cpp: bf16 pairs; gemm_nvfp4_hwy.cpp: fp32).
-// Why in registers: the panels store one k (or k pair) for 16 consecutive weight rows per vector,
+// kernels/cpu/transpose_x86.h -- register transposes of 32-bit lanes for the GEMMs' panel decodes:
+// 16 x 16 in AVX-512F registers (gemm_nvfp4_bf16.cpp: bf16 pairs; gemm_nvfp4_hwy.cpp: fp32) and
+// 8 x 8 in AVX registers (gemm_nvfp4_hwy.cpp's AVX2 target).
+// Why in registers: the panels store one k (or k pair) for 16 (8) consecutive weight rows per vector,
 // while a weight row's codes are contiguous along k; a scalar decode into that order took 30% of
 // the bf16 GEMM (docs/perf-cpu.md) and 2/3 of the fp32 GEMM at M = 32 (docs/perf-cpu.md 29).
 #pragma once
