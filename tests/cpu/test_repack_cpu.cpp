@@ -205,9 +205,9 @@ TEST(RepackCpu, FmaDotOneHotRecoversDequantizeBitExact) {
 #if defined(__linux__)
 // Neither dot may read past the pre-split weights: they end exactly at a page boundary followed by
 // a PROT_NONE page, with K % 256 == 0 (no K tail after the last chunk), so an out-of-bounds read
-// faults. (Written for an offset-load variant of the FMA dot that read up to 3 bytes past each
-// half: with its end-of-matrix guard removed this test crashed; the variant measured no faster,
-// docs/perf-cpu.md 16.1.)
+// faults. The FMA dot's 1-row tile loads each half at byte offsets 0..3 and so reads up to 3
+// bytes past every chunk; rows_any_m keeps the matrix's last row off that path. With that guard
+// removed this test crashes at M = 1 (docs/perf-cpu.md 30).
 TEST(RepackCpu, PreSplitReadsStayInsideTheBuffer) {
   if (!cpu::repack_for_gemv_cpu_supported()) GTEST_SKIP() << kSkip;
   const std::int64_t n = 13, k = 512;  // 13 rows: NR-row tiles and single-row tails end the matrix
@@ -227,11 +227,15 @@ TEST(RepackCpu, PreSplitReadsStayInsideTheBuffer) {
     for (DType t : {DType::kBF16, DType::kF32}) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " gemv_fma_dtypes=" + std::to_string(fma));
       cpu::cpu_tuning_mutable().gemv_fma_dtypes = fma;
-      const Act x = random_x(t, 2, k, k, seed + 1);  // M = 2: the FMA dot's widest tile
-      Out ref = poisoned(t, 2, n, n), y = poisoned(t, 2, n, n);
-      quantized_matmul_ref(x.view, w.view(), ref.view);
-      cpu::quantized_matmul_repacked(x.view, cpu::CpuRepackedWeightView{packed, w.scales.data(), w.ts, n, k}, y.view);
-      expect_matches_oracle(ref, y, abs_sums(w, x.view), w);
+      for (std::int64_t m : {1, 2}) {  // M = 1: the offset loads; M = 2: the FMA dot's widest tile
+        SCOPED_TRACE("M=" + std::to_string(m));
+        const Act x = random_x(t, m, k, k, seed + 1);
+        Out ref = poisoned(t, m, n, n), y = poisoned(t, m, n, n);
+        quantized_matmul_ref(x.view, w.view(), ref.view);
+        cpu::quantized_matmul_repacked(x.view, cpu::CpuRepackedWeightView{packed, w.scales.data(), w.ts, n, k},
+                                       y.view);
+        expect_matches_oracle(ref, y, abs_sums(w, x.view), w);
+      }
     }
   cpu::cpu_tuning_mutable() = saved;
   munmap(base, span + page);

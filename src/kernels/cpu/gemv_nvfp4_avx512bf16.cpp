@@ -169,16 +169,34 @@ NVFP4_BF16_TARGET inline __attribute__((always_inline)) void load_half(const std
 
 // The FMA dot of one half chunk (h = 0: k = 16i..16i+7 of block i, h = 1: 16i+8..16i+15) of NR
 // weight rows against MR fp32 activation rows (xc: the chunk of row m0), into acc (see tile).
-template <int MR, int NR, bool PS, int H>
+// OFF (pre-split weights only): the codes of step q reach index bits 3:0 through a load at byte
+// offset q/2 (lane i then starts at byte 4i + q/2, whose low nibble is code q) plus, for odd q,
+// one shift by 4, instead of a shift of the loaded half by 4q: 4 shifts per half and row instead
+// of 7, and loads issue on the load ports, not on ports 0 / 5, which bind the hot M = 1 call (3
+// uops per 16 weights: shift, vpermps, FMA). Measured (docs/perf-cpu.md 30): hot 1 x 4096 x
+// 14336 -4..-10%, cold -7%; 3 and 6 rows +1..+5% (FMA-bound: the extra split loads cost more
+// than the shifts), so only the 1-row tile uses it. The loads of half 1 read up to 3 bytes past
+// the chunk: the caller keeps the buffer's last chunk off this path (rows_any_m).
+template <int MR, int NR, bool PS, int H, bool OFF>
 NVFP4_BF16_TARGET inline __attribute__((always_inline)) void fma_half(const Ctx& g, const std::uint8_t* pc,
                                                                       std::int64_t rs, const float* xc,
                                                                       const Consts* cs, __m512 (&acc)[MR][NR]) {
+  static_assert(!OFF || PS, "offset loads need the pre-split layout (whole blocks per u32 lane in memory)");
   __m512i half[NR];
-  load_half<NR, PS>(pc, rs, cs, H, half);
+  if constexpr (!OFF) load_half<NR, PS>(pc, rs, cs, H, half);
 #pragma GCC unroll 8
   for (int q = 0; q < 8; ++q) {
     __m512 w[NR];
-    for (int r = 0; r < NR; ++r) w[r] = _mm512_permutexvar_ps(_mm512_srli_epi32(half[r], 4 * q), cs->tbl32);
+    for (int r = 0; r < NR; ++r) {
+      __m512i idx;
+      if constexpr (OFF) {
+        idx = _mm512_loadu_si512(pc + r * rs + 64 * H + q / 2);
+        if (q % 2) idx = _mm512_srli_epi32(idx, 4);
+      } else {
+        idx = _mm512_srli_epi32(half[r], 4 * q);
+      }
+      w[r] = _mm512_permutexvar_ps(idx, cs->tbl32);
+    }
 #pragma GCC unroll 8
     for (int m = 0; m < MR; ++m) {
       const __m512 xv = _mm512_load_ps(xc + m * g.xs + 16 * (8 * H + q));
@@ -192,7 +210,7 @@ NVFP4_BF16_TARGET inline __attribute__((always_inline)) void fma_half(const Ctx&
 // n0.. (no tail, no tensor scale). The MR x NR partial sums of one chunk live in registers
 // (>= 6 independent vdpbf16ps chains hide its latency); the accumulators stay in L1 (one FMA
 // read-modify-write per 256 k), which frees registers so each activation load feeds NR rows.
-template <int MR, int NR, int PF, bool PS, bool FMA>
+template <int MR, int NR, int PF, bool PS, bool FMA, bool OFF>
 NVFP4_BF16_TARGET void tile(const Ctx& g, std::int64_t m0, std::int64_t n0, std::int64_t c0, std::int64_t c1,
                             __m512* accmem, std::int64_t pf = 0) {
   const MatmulArgs& a = *g.a;
@@ -233,8 +251,8 @@ NVFP4_BF16_TARGET void tile(const Ctx& g, std::int64_t m0, std::int64_t n0, std:
       // 2 per cycle) and fix each output's summation order for every tile shape (MR x NR), so
       // gemv_group_rows changes speed only (tuning_cpu.h).
       __m512 pe[MR][NR], po[MR][NR];
-      fma_half<MR, NR, PS, 0>(g, pc, rs, g.xf + m0 * g.xs + c * kChunk, cs, pe);
-      fma_half<MR, NR, PS, 1>(g, pc, rs, g.xf + m0 * g.xs + c * kChunk, cs, po);
+      fma_half<MR, NR, PS, 0, OFF>(g, pc, rs, g.xf + m0 * g.xs + c * kChunk, cs, pe);
+      fma_half<MR, NR, PS, 1, OFF>(g, pc, rs, g.xf + m0 * g.xs + c * kChunk, cs, po);
       for (int m = 0; m < MR; ++m)
         for (int r = 0; r < NR; ++r) part[m][r] = _mm512_add_ps(pe[m][r], po[m][r]);
     } else {
@@ -267,7 +285,7 @@ NVFP4_BF16_TARGET void tile(const Ctx& g, std::int64_t m0, std::int64_t n0, std:
 // Weight rows [n0, n1) x activation rows [m0, m0+MR), chunks [c0, c1), plus the scalar K tail
 // if `tail`; raw sums (no tensor scale) to dst[mi * ds + n]. PS: pre-split chunks (the K tail
 // is canonical in both layouts, so `finish` is the same).
-template <int MR, int NR, bool PS, bool FMA>
+template <int MR, int NR, bool PS, bool FMA, bool OFF = false>
 NVFP4_BF16_TARGET void rows(const Ctx& g, std::int64_t m0, std::int64_t n0, std::int64_t n1, std::int64_t c0,
                             std::int64_t c1, bool tail, float* dst, std::int64_t ds) {
   const MatmulArgs& a = *g.a;
@@ -305,13 +323,13 @@ NVFP4_BF16_TARGET void rows(const Ctx& g, std::int64_t m0, std::int64_t n0, std:
       std::int64_t n = nb;
       const std::int64_t pf = g.pf * NR * (k / 2);
       if (g.pf > 0 && g.pf_l2) {
-        for (; n < full; n += NR) tile<MR, NR, 2, PS, FMA>(g, m0, n, cb, ce, accmem + (n - nb) * MR, pf);
+        for (; n < full; n += NR) tile<MR, NR, 2, PS, FMA, OFF>(g, m0, n, cb, ce, accmem + (n - nb) * MR, pf);
       } else if (g.pf > 0) {
-        for (; n < full; n += NR) tile<MR, NR, 1, PS, FMA>(g, m0, n, cb, ce, accmem + (n - nb) * MR, pf);
+        for (; n < full; n += NR) tile<MR, NR, 1, PS, FMA, OFF>(g, m0, n, cb, ce, accmem + (n - nb) * MR, pf);
       } else {
-        for (; n < full; n += NR) tile<MR, NR, 0, PS, FMA>(g, m0, n, cb, ce, accmem + (n - nb) * MR);
+        for (; n < full; n += NR) tile<MR, NR, 0, PS, FMA, OFF>(g, m0, n, cb, ce, accmem + (n - nb) * MR);
       }
-      for (; n < ne; ++n) tile<MR, 1, 0, PS, FMA>(g, m0, n, cb, ce, accmem + (n - nb) * MR);
+      for (; n < ne; ++n) tile<MR, 1, 0, PS, FMA, OFF>(g, m0, n, cb, ce, accmem + (n - nb) * MR);
     }
     // accmem: per tile of NR rows starting at n, [m][r]; single rows past `full`, [m].
     for (std::int64_t n = nb; n < ne; ++n) {
@@ -331,7 +349,17 @@ void rows_any_m(const Ctx& g, int mr, std::int64_t m0, std::int64_t n0, std::int
     // gemv_fma_max_m: at M = 2 4 rows beat 2, 356 against 400 us), then 2. (8 x 1 ran 11.2 ms at
     // 8 x 4096 x 14336 against 7.4 as two 4 x 2 passes: one L2 activation load per FMA.)
     switch (mr) {
-      case 1: rows<1, 4, PS, true>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+      case 1:
+        if constexpr (PS) {
+          // Offset loads (fma_half) read up to 3 bytes past a chunk: past the buffer after the
+          // last row's last chunk when no K tail follows it. That row takes the shifts.
+          const bool end = n1 == g.a->n && c1 == g.nch && g.kt == 0;
+          rows<1, 4, true, true, true>(g, m0, n0, end ? n1 - 1 : n1, c0, c1, tail, dst, ds);
+          if (end) rows<1, 4, true, true, false>(g, m0, n1 - 1, n1, c0, c1, tail, dst, ds);
+        } else {
+          rows<1, 4, false, true>(g, m0, n0, n1, c0, c1, tail, dst, ds);
+        }
+        break;
       case 2: rows<2, 4, PS, true>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
       case 3: rows<3, 2, PS, true>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
       case 4: rows<4, 2, PS, true>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
