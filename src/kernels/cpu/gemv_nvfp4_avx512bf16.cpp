@@ -50,7 +50,9 @@
 // section 7 measured the E/O split at 15-19% of a hot M=1 call on Zen 4; with PS, 1 thread hot
 // N=256 K=14336 ran 99.8 -> 79-81 us (cpu_paths_bench, numbers in include/nvfp4/cpu.h). PS is a
 // template parameter, so the canonical instantiation (PS = false) is the code it was (objdump of
-// rows<MR, NR, false>: the same instructions as before the change, every MR).
+// rows<MR, NR, false>: the same instructions as before the change, every MR). With the halves in
+// memory, the FMA dot's 1-row tile also reads each one at byte offsets 0..3 instead of shifting it
+// (fma_half, OFF; hot M = 1 -7%, docs/perf-cpu.md 30).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
