@@ -205,9 +205,9 @@ TEST(RepackCpu, FmaDotOneHotRecoversDequantizeBitExact) {
 #if defined(__linux__)
 // Neither dot may read past the pre-split weights: they end exactly at a page boundary followed by
 // a PROT_NONE page, with K % 256 == 0 (no K tail after the last chunk), so an out-of-bounds read
-// faults. The FMA dot's 1-row tile loads each half at byte offsets 0..3 and so reads up to 3
-// bytes past every chunk; rows_any_m keeps the matrix's last row off that path. With that guard
-// removed this test crashes at M = 1 (docs/perf-cpu.md 30).
+// faults. The FMA dot's 4-row tiles (M = 1, 2) load each half at byte offsets 0..3 and so read up
+// to 3 bytes past every chunk; rows_any_m keeps the matrix's last row off that path. With that
+// guard removed this test crashes (docs/perf-cpu.md 30).
 TEST(RepackCpu, PreSplitReadsStayInsideTheBuffer) {
   if (!cpu::repack_for_gemv_cpu_supported()) GTEST_SKIP() << kSkip;
   const std::int64_t n = 13, k = 512;  // 13 rows: NR-row tiles and single-row tails end the matrix
@@ -227,7 +227,7 @@ TEST(RepackCpu, PreSplitReadsStayInsideTheBuffer) {
     for (DType t : {DType::kBF16, DType::kF32}) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " gemv_fma_dtypes=" + std::to_string(fma));
       cpu::cpu_tuning_mutable().gemv_fma_dtypes = fma;
-      for (std::int64_t m : {1, 2}) {  // M = 1: the offset loads; M = 2: the FMA dot's widest tile
+      for (std::int64_t m : {1, 2}) {  // the FMA dot's two tiles with offset loads (1 x 4, 2 x 4)
         SCOPED_TRACE("M=" + std::to_string(m));
         const Act x = random_x(t, m, k, k, seed + 1);
         Out ref = poisoned(t, m, n, n), y = poisoned(t, m, n, n);

@@ -51,8 +51,8 @@
 // N=256 K=14336 ran 99.8 -> 79-81 us (cpu_paths_bench, numbers in include/nvfp4/cpu.h). PS is a
 // template parameter, so the canonical instantiation (PS = false) is the code it was (objdump of
 // rows<MR, NR, false>: the same instructions as before the change, every MR). With the halves in
-// memory, the FMA dot's 1-row tile also reads each one at byte offsets 0..3 instead of shifting it
-// (fma_half, OFF; hot M = 1 -7%, docs/perf-cpu.md 30).
+// memory, the FMA dot's 4-row tiles (M = 1, 2) also read each one at byte offsets 0..3 instead of
+// shifting it (fma_half, OFF; hot M = 1 -7%, docs/perf-cpu.md 30).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -175,10 +175,11 @@ NVFP4_BF16_TARGET inline __attribute__((always_inline)) void load_half(const std
 // offset q/2 (lane i then starts at byte 4i + q/2, whose low nibble is code q) plus, for odd q,
 // one shift by 4, instead of a shift of the loaded half by 4q: 4 shifts per half and row instead
 // of 7, and loads issue on the load ports, not on ports 0 / 5, which bind the hot M = 1 call (3
-// uops per 16 weights: shift, vpermps, FMA). Measured (docs/perf-cpu.md 30): hot 1 x 4096 x
-// 14336 -4..-10%, cold -7%; 3 and 6 rows +1..+5% (FMA-bound: the extra split loads cost more
-// than the shifts), so only the 1-row tile uses it. The loads of half 1 read up to 3 bytes past
-// the chunk: the caller keeps the buffer's last chunk off this path (rows_any_m).
+// uops per 16 weights: shift, vpermps, FMA). Measured (docs/perf-cpu.md 30, interleaved): hot
+// 1 x 4096 x 14336 -7%, 2 x 4096 x 14336 -1..-5%, cold no change (at the read); 3 and 6 rows
+// (2-row tiles) +1..+5%, so only the 4-row tiles of M = 1 and 2 use it. The loads of half 1 read
+// up to 3 bytes past the chunk: the caller keeps the buffer's last chunk off this path
+// (rows_any_m).
 template <int MR, int NR, bool PS, int H, bool OFF>
 NVFP4_BF16_TARGET inline __attribute__((always_inline)) void fma_half(const Ctx& g, const std::uint8_t* pc,
                                                                       std::int64_t rs, const float* xc,
@@ -350,19 +351,20 @@ void rows_any_m(const Ctx& g, int mr, std::int64_t m0, std::int64_t n0, std::int
     // feeds MR FMAs, each activation load NR. At M = 1 / 2, 4 weight rows (tuning_cpu.h
     // gemv_fma_max_m: at M = 2 4 rows beat 2, 356 against 400 us), then 2. (8 x 1 ran 11.2 ms at
     // 8 x 4096 x 14336 against 7.4 as two 4 x 2 passes: one L2 activation load per FMA.)
+    // The 4-row tiles (M = 1, 2) on pre-split weights load codes at byte offsets (fma_half OFF).
+    // Those loads read up to 3 bytes past a chunk: past the buffer after the last row's last
+    // chunk when no K tail follows it, so that row takes the shifts.
+    const bool end = n1 == g.a->n && c1 == g.nch && g.kt == 0;
+    const std::int64_t n_off = PS && end ? n1 - 1 : n1;
     switch (mr) {
       case 1:
-        if constexpr (PS) {
-          // Offset loads (fma_half) read up to 3 bytes past a chunk: past the buffer after the
-          // last row's last chunk when no K tail follows it. That row takes the shifts.
-          const bool end = n1 == g.a->n && c1 == g.nch && g.kt == 0;
-          rows<1, 4, true, true, true>(g, m0, n0, end ? n1 - 1 : n1, c0, c1, tail, dst, ds);
-          if (end) rows<1, 4, true, true, false>(g, m0, n1 - 1, n1, c0, c1, tail, dst, ds);
-        } else {
-          rows<1, 4, false, true>(g, m0, n0, n1, c0, c1, tail, dst, ds);
-        }
+        rows<1, 4, PS, true, PS>(g, m0, n0, n_off, c0, c1, tail, dst, ds);
+        if (n_off < n1) rows<1, 4, PS, true>(g, m0, n_off, n1, c0, c1, tail, dst, ds);
         break;
-      case 2: rows<2, 4, PS, true>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+      case 2:
+        rows<2, 4, PS, true, PS>(g, m0, n0, n_off, c0, c1, tail, dst, ds);
+        if (n_off < n1) rows<2, 4, PS, true>(g, m0, n_off, n1, c0, c1, tail, dst, ds);
+        break;
       case 3: rows<3, 2, PS, true>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
       case 4: rows<4, 2, PS, true>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
       case 5: rows<5, 2, PS, true>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
