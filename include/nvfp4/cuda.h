@@ -83,7 +83,7 @@ struct RepackedMatmulOptions {
   // table measured it no slower (its "overlap" flag: a many-block grid such as 28672 x 4096 was
   // 7-11% slower); elsewhere, with false, and on GPUs before Hopper, the call launches plainly.
   bool overlapped_launch = true;
-  // With the overlapped launch, up to 16 bf16 rows (8 fp16, 5 fp32) per launch: each warp loads
+  // With the overlapped launch, up to 16 bf16 or fp16 rows (5 fp32) per launch: each warp loads
   // its first two chunk pairs of weights *before* waiting for the previous kernel, so a GEMV whose
   // blocks are resident early streams its weights while that kernel finishes. Honoured where the
   // tuning table has an entry tuned for it (on H200, commit 06c9cf0: 4096 x 14336 9.90 -> 9.12 us,
@@ -98,9 +98,9 @@ struct RepackedMatmulOptions {
 
 // y = x . dequant(w)^T on repacked device weights, any M. Activations bf16, fp16 or fp32
 // (x.cols may be < K only through padding: x.cols in (K-16, K]); output in the activation dtype.
-// bf16 rows read directly count one row each, fp16/fp32 rows are split exactly into 2/3 bf16
-// pieces in a stream-ordered workspace first (2/3 rows each). Up to 24 such rows: the GEMV, in
-// launches of 16. More: the repacked GEMM, which reads the weights once per 32 or 64 rows (needs
+// bf16 and fp16 rows read directly count one row each (fp16: the fp16 mma); fp32 rows are split
+// exactly into 3 bf16 pieces in a stream-ordered workspace first (3 rows each). Up to 24 such
+// rows: the GEMV, in launches of 16. More: the repacked GEMM (fp16 there as 2 bf16 pieces), which reads the weights once per 32 or 64 rows (needs
 // 16-byte aligned scales; otherwise the GEMV runs on). Same tolerance as quantized_matmul;
 // one-hot rows recover dequantize_ref exactly. Measured on an H200 (docs/perf-cuda.md 21, 26,
 // 28): the repacked GEMM is the faster choice up to ~48 bf16 rows; above that quantized_matmul

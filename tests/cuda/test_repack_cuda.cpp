@@ -183,9 +183,10 @@ TEST(CudaRepack, DeviceRepackEqualsReferenceAndMatmulMatches) {
   cudaFree(dy);
 }
 
-// fp16 / fp32 activations on repacked weights: split exactly into 2 / 3 bf16 pieces (virtual
-// rows; 8 / 5 real rows per launch). One-hot fp32 rows with fp32 output recover dequantize_ref
-// bit for bit; random and padded/strided rows match the oracle; the output is in x's dtype.
+// fp16 / fp32 activations on repacked weights: fp16 rows as they are (the fp16 mma, 16 rows per
+// launch), fp32 split exactly into 3 bf16 pieces (virtual rows; 5 real rows per launch). One-hot
+// fp32 rows with fp32 output recover dequantize_ref bit for bit, and one-hot fp16 rows its fp16
+// rounding; random and padded/strided rows match the oracle; the output is in x's dtype.
 TEST(CudaRepack, Fp16AndFp32Activations) {
   REQUIRE_GPU();
   for (auto nk : {std::pair<std::int64_t, std::int64_t>{48, 256}, {208, 4096}}) {
@@ -196,9 +197,9 @@ TEST(CudaRepack, Fp16AndFp32Activations) {
     const DevWeight dw(qw);
     Tensor deq(DType::kF32, {n, k});
     dequantize_ref(qw.view(), MatrixView{deq.data(), DType::kF32, n, k, k});
-    // One-hot, fp32 (3 pieces) and fp16 (2 pieces; fp16 output rounds, so compare to fp16(deq)).
+    // One-hot, fp32 (3 pieces) and fp16 (the fp16 mma; fp16 output rounds, so compare to fp16(deq)).
     for (DType dt : {DType::kF32, DType::kF16}) {
-      const std::int64_t rows = 11;  // 3 launches of 5 (fp32) / 2 of 8 (fp16)
+      const std::int64_t rows = 11;  // 3 launches of 5 (fp32) / one of 11 (fp16, the M = 9..16 kernel)
       Tensor x(dt, {rows, k});
       for (std::int64_t r = 0; r < rows; ++r) x.set(r * k + (r * 97 + 5) % k, 1.0f);
       Tensor y = nan_tensor(dt, rows, n);
@@ -216,8 +217,8 @@ TEST(CudaRepack, Fp16AndFp32Activations) {
         run_repacked(dw, xr, yr, m, nullptr);
         check_against_oracle(MatrixView{xr.data(), dt, m, k, k}, qw, MatrixView{yr.data(), dt, m, n, n},
                              std::string("repacked ") + dtype_name(dt) + " M=" + std::to_string(m));
-        // The early-weights launch (up to 16 virtual rows: fp16 M <= 8, fp32 M <= 5, the M = 9..16
-        // kernel from 9; the pieces are written by the kernel just before the GEMV, which only its
+        // The early-weights launch (up to 16 virtual rows: fp16 M <= 16, fp32 M <= 5, the M = 9..16
+        // kernel from 9; fp32's pieces are written by the kernel just before the GEMV, which only its
         // weights may precede) gives the ordinary launch's bits with the same tile.
         const cuda::GemvTile tile{16, 4, 4};
         cuda::RepackedMatmulOptions early;
@@ -232,8 +233,8 @@ TEST(CudaRepack, Fp16AndFp32Activations) {
 }
 
 // The wide launch: 17..32 virtual rows on small weights (N x K <= kRpWideMaxWeights) run one GEMV
-// launch with four n8 tiles (rp<1,4>). One-hot fp32 rows (30 virtual rows) and fp16 rows (32)
-// recover dequantize_ref bit for bit; random rows of every dtype at both ends of the range match
+// launch with four n8 tiles (rp<1,4>). One-hot fp32 rows (30 virtual rows) and fp16 rows (32, the
+// fp16 mma) recover dequantize_ref bit for bit; random rows of every dtype at both ends of the range match
 // the oracle, on N that is one tile, a few, and not a multiple of a block's rows; padded strided
 // rows; non-finite rows propagate like the oracle; a graph replay gives the stream's bits.
 TEST(CudaRepack, WideLaunchOf17To32VirtualRows) {
@@ -256,7 +257,7 @@ TEST(CudaRepack, WideLaunchOf17To32VirtualRows) {
     Tensor deq(DType::kF32, {n, k});
     dequantize_ref(qw.view(), MatrixView{deq.data(), DType::kF32, n, k, k});
     for (const DType dt : {DType::kF32, DType::kF16}) {
-      const std::int64_t rows = dt == DType::kF32 ? 10 : 16;  // 30 / 32 virtual rows
+      const std::int64_t rows = dt == DType::kF32 ? 10 : 32;  // 30 / 32 virtual rows
       Tensor x(dt, {rows, k});
       for (std::int64_t r = 0; r < rows; ++r) x.set(r * k + (r * 61 + 3) % k, 1.0f);
       Tensor y = nan_tensor(dt, rows, n);
@@ -268,7 +269,7 @@ TEST(CudaRepack, WideLaunchOf17To32VirtualRows) {
       ASSERT_EQ(bad, 0);
     }
     for (const auto& [dt, m] : {std::pair<DType, std::int64_t>{DType::kBF16, 17}, {DType::kBF16, 24}, {DType::kBF16, 32},
-                                {DType::kF16, 9}, {DType::kF16, 16}, {DType::kF32, 6}, {DType::kF32, 10}}) {
+                                {DType::kF16, 17}, {DType::kF16, 32}, {DType::kF32, 6}, {DType::kF32, 10}}) {
       Tensor x = random_x(dt, m, k, seed + 11 * m);
       if (dt == DType::kF32)  // values whose low bits need all three pieces
         for (std::int64_t i = 0; i < x.numel(); i += 3) x.set(i, x.get(i) * (1.0f + 0x1p-20f));

@@ -131,9 +131,9 @@ TEST(CudaRgemm, SmallRunsForTheSanitizers) {
 
 // The public repacked call's route by virtual rows. Large weights (N x K > kRpWideMaxWeights):
 // the GEMV in launches of 16 up to 24 virtual rows, the GEMM from 25 (kRgemmMinVirtualRows):
-// bf16 M = 24 / 25, fp16 M = 12 / 13 (2 pieces), fp32 M = 8 / 9 (3 pieces). Small weights: one
-// wide GEMV launch for 17..32 virtual rows, the GEMM from 33: bf16 M = 16 / 17 / 32 / 33, fp16
-// M = 8 / 9 / 16 / 17, fp32 M = 5 / 6 / 10 / 11. Scales that are only 4-byte aligned keep the
+// bf16 and fp16 M = 24 / 25 (the GEMV reads fp16 rows as they are), fp32 M = 8 / 9 (3 pieces).
+// Small weights: one wide GEMV launch for 17..32 virtual rows, the GEMM from 33: bf16 and fp16
+// M = 16 / 17 / 32 / 33, fp32 M = 5 / 6 / 10 / 11. Scales that are only 4-byte aligned keep the
 // GEMV. Results match the oracle on the small weights (the large ones check the route only).
 TEST(CudaRgemm, PublicRouteByVirtualRows) {
   REQUIRE_GPU();
@@ -161,14 +161,14 @@ TEST(CudaRgemm, PublicRouteByVirtualRows) {
     }
     return name;
   };
-  for (const auto& [dt, m_gemv] : {std::pair<DType, std::int64_t>{DType::kBF16, 24}, {DType::kF16, 12}, {DType::kF32, 8}}) {
+  for (const auto& [dt, m_gemv] : {std::pair<DType, std::int64_t>{DType::kBF16, 24}, {DType::kF16, 24}, {DType::kF32, 8}}) {
     const std::string a = route(dbig, dt, m_gemv, nullptr), b = route(dbig, dt, m_gemv + 1, nullptr);
     EXPECT_EQ(a.rfind("gemv_nvfp4_sm90_rp_", 0), 0u) << dtype_name(dt) << " M=" << m_gemv << " ran " << a;
     EXPECT_NE(a, "gemv_nvfp4_sm90_rp_r16_m32") << dtype_name(dt) << " M=" << m_gemv;
     EXPECT_EQ(b.rfind("gemm_nvfp4_sm90_rg_", 0), 0u) << dtype_name(dt) << " M=" << m_gemv + 1 << " ran " << b;
   }
-  for (const auto& [dt, m16] : {std::pair<DType, std::int64_t>{DType::kBF16, 16}, {DType::kF16, 8}, {DType::kF32, 5}}) {
-    const std::int64_t m32 = 32 / cuda::repacked_pieces(dt);
+  for (const auto& [dt, m16] : {std::pair<DType, std::int64_t>{DType::kBF16, 16}, {DType::kF16, 16}, {DType::kF32, 5}}) {
+    const std::int64_t m32 = 32 / cuda::repacked_gemv_pieces(dt);
     const std::string a = route(dw, dt, m16, &qw), b = route(dw, dt, m16 + 1, &qw), c = route(dw, dt, m32, &qw),
                       d = route(dw, dt, m32 + 1, &qw);
     EXPECT_EQ(a.rfind("gemv_nvfp4_sm90_rp_", 0), 0u) << dtype_name(dt) << " M=" << m16 << " ran " << a;

@@ -24,7 +24,7 @@ struct GemvArgs {
   const void* a = nullptr;
   std::int64_t a_stride = 0;
   bool a_f16 = false;   // fp16 operand (else bf16)
-  int pieces = 1;       // 1, 2 (fp16 as 2 bf16 pieces, repacked kernel) or 3 (fp32)
+  int pieces = 1;       // 1, 2 (fp16 as 2 bf16 pieces, repacked GEMM) or 3 (fp32)
   int m_rows = 1;       // real rows (GEMV launches: pieces * m_rows <= 48, <= 16 when pieces == 1; the repacked GEMM: any)
   void* y = nullptr;
   int y_dtype = 0;      // nvfp4::DType as int
@@ -48,7 +48,7 @@ const char* gemv_nvfp4_sm90_name(const GemvArgs& args, const GemvTile& tile);
 std::size_t gemv_nvfp4_sm90_smem_bytes(const GemvArgs& args, const GemvTile& tile);
 
 // Repacked weights (layout: repack_nvfp4_sm90.h): GEMV with packed/scales in the gemv_sm90
-// layout (N % 16 == 0, K % 128 == 0, bf16 operand rows, pieces * m_rows <= 32 with one row
+// layout (N % 16 == 0, K % 128 == 0, bf16 or fp16 (a_f16) operand rows, pieces * m_rows <= 32 with one row
 // tile per warp above 16, 16-byte aligned activation rows), and the device repack
 // (canonical -> gemv_sm90).
 cudaError_t gemv_nvfp4_sm90_repacked(const GemvArgs& args, const GemvTile& tile, cudaStream_t stream);

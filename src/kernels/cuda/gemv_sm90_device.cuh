@@ -99,11 +99,24 @@ __device__ __forceinline__ void rp_decode(std::uint32_t q, std::uint32_t r[4]) {
   r[3] = ((q << 6) & 0x80C080C0u) | ((q >> 2) & 0x01000100u);
 }
 
-// Private scale byte `sel` of s -> bf16x2 (|scale| * 2^119, broadcast): PRMT + IMAD.
-template <int SEL>
+// Private scale byte `sel` of s -> bf16x2 (|scale| * 2^119, broadcast) or fp16x2 (|scale| * 2^7):
+// PRMT + IMAD. The byte is (E << 3) | m with |scale| = 2^(E-10) (1 + m/8), E = 1..18 (NaN: 159;
+// repack_nvfp4_sm90.h). fp16: exponent field E + 12 (2^(E-3) = |scale| / (1 + m/8) * 2^7), the 3
+// mantissa bits at 9:7, so the bits are byte * 128 + 0x3000: exact, <= 448 * 2^7 = 57344 < 65504;
+// byte 159 gives exponent 31 with a nonzero mantissa, a NaN; byte 0 (a zero scale, whose codes
+// are stored as +0) gives 0.125, finite, as the bf16 form's 2^109 is.
+template <int SEL, bool F16 = false>
 __device__ __forceinline__ std::uint32_t rp_scale(std::uint32_t s) {
   const std::uint32_t v = prmt(s, 0u, 0x4040u | (SEL << 8) | SEL);  // byte SEL at bytes 0 and 2
-  return v * 16u + 0x76007600u;
+  return F16 ? v * 128u + 0x30003000u : v * 16u + 0x76007600u;
+}
+
+// A decoded register (two E2M1 codes at bf16 bits (s, e1, e0, m) = (15, 8, 7, 6), rp_decode) ->
+// the same codes at fp16 bits (15, 11, 10, 9): e2m1 * 2^-14 instead of e2m1 * 2^-126 (code 1, 0.5,
+// is an fp16 subnormal as it is a bf16 one). d has no other bits set, and d << 3 has none at 15
+// or 31, so one shift and one LOP3 ((d << 3 | d) & mask) move the magnitudes and keep the signs.
+__device__ __forceinline__ std::uint32_t rp_bf16_codes_to_f16(std::uint32_t d) {
+  return ((d << 3) | d) & 0x8E008E00u;
 }
 
 // Two E4M3 scale bytes (low byte first) -> two broadcast pairs (s0,s0), (s1,s1) holding
