@@ -109,23 +109,24 @@ if command -v cuobjdump >/dev/null; then
   awk '/Function :.*gemv_nvfp4_wa_kernelILb0ELi2ELi1E/ {on=1; next} /Function :/ {on=0}
        on && /^ +\/\*[0-9a-f]+\*\// {for (i = 2; i <= NF; i++) if ($i !~ /^@/) {print $i; break}}' /tmp/sass.txt | sed 's/\..*//' | sort | uniq -c | sort -rn > "$OUT/sass_wa_mix.txt"
   head -25 "$OUT/sass_wa_mix.txt"
-  # Same for the repacked kernel (16 rows/warp, M <= 8, no PDL): docs/perf-cuda.md 7.
-  for v in "rp:ILi1ELi1ELb0E"; do
+  # Same for the repacked kernel (16 rows/warp, M <= 8, no PDL; bf16, and fp16 since 2026-12-02):
+  # docs/perf-cuda.md 7, 48. Template arguments: RT, NB, EARLY, F16.
+  for v in "rp:ILi1ELi1ELb0ELb0E" "rp_f16:ILi1ELi1ELb0ELb1E"; do
     name=${v%%:*}; sig=${v#*:}
     awk -v s="gemv_nvfp4_rp_kernel$sig" '/Function :/ {on = index($0, s) > 0; next}
          on && /^ +\/\*[0-9a-f]+\*\// {for (i = 2; i <= NF; i++) if ($i !~ /^@/) {print $i; break}}' /tmp/sass.txt |
       sed 's/\..*//' | sort | uniq -c | sort -rn > "$OUT/sass_${name}_mix.txt"
     echo "repacked kernel $name (r16, m8):"; head -25 "$OUT/sass_${name}_mix.txt"
   done
-  # PDL order (docs/perf-cuda.md 18): the default rp kernels (template flag Lb0) must wait
-  # (ACQBULK = griddepcontrol.wait) before any global load; the early-weights ones (Lb1) must
-  # issue their first weight loads before it (ptxas moves ld.global.nc below the wait).
+  # PDL order (docs/perf-cuda.md 18): the default rp kernels (EARLY, the third template argument,
+  # Lb0) must wait (ACQBULK = griddepcontrol.wait) before any global load; the early-weights ones
+  # (Lb1) must issue their first weight loads before it (ptxas moves ld.global.nc below the wait).
   awk '/Function :/ {if (f != "") print f, pre, seen; f = ""; if ($3 ~ /gemv_nvfp4_rp_kernel/) {f = $3; pre = 0; seen = 0}; next}
        f != "" && /ACQBULK/ {seen = 1}
        f != "" && !seen && /LDG/ {pre++}
        END {if (f != "") print f, pre, seen}' /tmp/sass.txt > /tmp/pdl_order.txt
   while read -r fn pre seen; do
-    if [[ "$fn" == *Lb1E* ]]; then ok=$([ "$seen" = 1 ] && [ "$pre" -gt 0 ] && echo yes || echo no)
+    if [[ "$fn" =~ rp_kernelILi[0-9]+ELi[0-9]+ELb1E ]]; then ok=$([ "$seen" = 1 ] && [ "$pre" -gt 0 ] && echo yes || echo no)
     else ok=$([ "$seen" = 1 ] && [ "$pre" = 0 ] && echo yes || echo no); fi
     echo "PDL order $fn: $pre loads before the wait: $ok"
     [ "$ok" = yes ] || STATUS=1
