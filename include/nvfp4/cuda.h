@@ -100,8 +100,8 @@ struct RepackedMatmulOptions {
 // (x.cols may be < K only through padding: x.cols in (K-16, K]); output in the activation dtype.
 // bf16 and fp16 rows read directly count one row each (fp16: the fp16 mma); fp32 rows are split
 // exactly into 3 bf16 pieces in a stream-ordered workspace first (3 rows each). Up to 24 such
-// rows: the GEMV, in launches of 16. More: the repacked GEMM (fp16 there as 2 bf16 pieces), which reads the weights once per 32 or 64 rows (needs
-// 16-byte aligned scales; otherwise the GEMV runs on). Same tolerance as quantized_matmul;
+// rows: the GEMV, in launches of 16. More: the repacked GEMM, which reads the weights once per
+// 32 or 64 rows (needs 16-byte aligned scales; otherwise the GEMV runs on). Same tolerance as quantized_matmul;
 // one-hot rows recover dequantize_ref exactly. Measured on an H200 (docs/perf-cuda.md 21, 26,
 // 28): the repacked GEMM is the faster choice up to ~48 bf16 rows; above that quantized_matmul
 // on the canonical weights (the wgmma GEMM) is, so an engine keeps both layouts' calls: the

@@ -23,7 +23,7 @@ using namespace cudatest;  // NOLINT: the shared helpers (cuda_test_util.h)
 
 // The repacked GEMM (more than 16 virtual rows, gemm_nvfp4_sm90_repacked.cu), every block shape:
 // one-hot fp32 rows (3 pieces each: m-blocks of 21 or 10 real rows) recover dequantize_ref
-// exactly; random rows match the oracle for every dtype, at M that fill an m-block, leave one
+// exactly, one-hot fp16 rows (the fp16 mma) its fp16 rounding; random rows match the oracle for every dtype, at M that fill an m-block, leave one
 // row over, and span several; a K split that does not divide the chunk pairs (3, 7) and one
 // with more splits than pairs (64) give the same function; N not a multiple of the block's rows
 // (272 = 17 tiles); padded strided rows; repeated calls and a graph replay are bit-identical
@@ -64,6 +64,17 @@ TEST(CudaRgemm, OneHotOracleEveryTileDeterministic) {
       const int bad = one_hot_mismatches(
           y, rows, n, [&](std::int64_t r, std::int64_t j) { return deq.get(j * k + (r * 131 + 7) % k); }, tile_name(t));
       ASSERT_EQ(bad, 0) << tile_name(t);
+      {
+        Tensor xh(DType::kF16, {rows, k});
+        for (std::int64_t r = 0; r < rows; ++r) xh.set(r * k + (r * 131 + 7) % k, 1.0f);
+        Tensor yh = nan_tensor(DType::kF16, rows, n);
+        run_rgemm(dw, xh, yh, rows, t);
+        const int bad16 = one_hot_mismatches(
+            yh, rows, n,
+            [&](std::int64_t r, std::int64_t j) { return f16_to_f32(f32_to_f16(deq.get(j * k + (r * 131 + 7) % k))); },
+            "fp16 " + tile_name(t));
+        ASSERT_EQ(bad16, 0) << tile_name(t);
+      }
       for (const std::int64_t m : {17, 64, 65, 130}) {
         Tensor x = random_x(DType::kBF16, m, k, seed + m);
         Tensor yb = nan_tensor(DType::kBF16, m, n);
@@ -75,7 +86,7 @@ TEST(CudaRgemm, OneHotOracleEveryTileDeterministic) {
         ASSERT_TRUE(yb.bytes == y2.bytes) << tile_name(t) << " M=" << m << ": a second call gave other bits";
       }
       for (const DType dt : {DType::kF16, DType::kF32}) {
-        const std::int64_t m = 23;  // 46 / 69 virtual rows
+        const std::int64_t m = 23;  // 23 / 69 virtual rows
         Tensor x = random_x(dt, m, k, seed + 3 * m);
         if (dt == DType::kF32)
           for (std::int64_t i = 0; i < x.numel(); i += 3) x.set(i, x.get(i) * (1.0f + 0x1p-20f));
@@ -168,7 +179,7 @@ TEST(CudaRgemm, PublicRouteByVirtualRows) {
     EXPECT_EQ(b.rfind("gemm_nvfp4_sm90_rg_", 0), 0u) << dtype_name(dt) << " M=" << m_gemv + 1 << " ran " << b;
   }
   for (const auto& [dt, m16] : {std::pair<DType, std::int64_t>{DType::kBF16, 16}, {DType::kF16, 16}, {DType::kF32, 5}}) {
-    const std::int64_t m32 = 32 / cuda::repacked_gemv_pieces(dt);
+    const std::int64_t m32 = 32 / cuda::repacked_pieces(dt);
     const std::string a = route(dw, dt, m16, &qw), b = route(dw, dt, m16 + 1, &qw), c = route(dw, dt, m32, &qw),
                       d = route(dw, dt, m32 + 1, &qw);
     EXPECT_EQ(a.rfind("gemv_nvfp4_sm90_rp_", 0), 0u) << dtype_name(dt) << " M=" << m16 << " ran " << a;

@@ -22,8 +22,9 @@
 //    writes fp32 partials and finalize_k_split<> sums them in split order, so the result does not depend
 //    on timing. (A "last block sums the tile" epilogue was tried first: its one block per tile
 //    read k_split x 64 x 256 partials at L2 latency, ~25 us at 64 x 4096 x 4096.)
-//  * fp16/fp32 activations arrive as exact bf16 pieces (matmul_cuda.cu), virtual rows
-//    pc * m_rows + m; an m-block holds all pieces of its real rows and sums them in the epilogue.
+//  * fp16 activations run the fp16 mma (F16, as the rp kernel: docs/perf-cuda.md 48); fp32
+//    activations arrive as 3 exact bf16 pieces (matmul_cuda.cu), virtual rows pc * m_rows + m; an
+//    m-block holds all pieces of its real rows and sums them in the epilogue.
 // Measured (H200, docs/perf-cuda.md 21): 200-270 TFLOP/s at M = 64..256, latency-bound (ncu at
 // 64 x 4096 x 4096: 0.50 instructions issued per scheduler per cycle, tensor pipe 26% active).
 #include "kernels/cuda/gemm_nvfp4_sm90_repacked.h"
@@ -73,7 +74,7 @@ __device__ __forceinline__ void rg_issue(const std::uint8_t* wblk, const std::ui
 // half chunk and pair of mma steps: the NB activation fragments first, then the RT row tiles'
 // two words decoded, then the HMMAs step-major, so that the two HMMAs into one accumulator are
 // RT * NB instructions apart (a warp here has few neighbours to hide its latencies).
-template <int W, int RT, int NB>
+template <int W, int RT, int NB, bool F16>
 __device__ __forceinline__ void rg_compute(const std::uint8_t* stage, int warp, int lane, float (&acc)[RT][NB][4]) {
   const int g = lane >> 2, t = lane & 3;
   const std::uint8_t* sw = stage + warp * RT * 1024 + lane * 16;                  // + 1024 r + 512 h
@@ -89,8 +90,8 @@ __device__ __forceinline__ void rg_compute(const std::uint8_t* stage, int warp, 
 #pragma unroll
     for (int r = 0; r < RT; ++r) {
       q[r] = *reinterpret_cast<const uint4*>(sw + 1024 * r + 512 * h);
-      sg[r] = h ? rp_scale<2>(s[r]) : rp_scale<0>(s[r]);
-      sg8[r] = h ? rp_scale<3>(s[r]) : rp_scale<1>(s[r]);
+      sg[r] = h ? rp_scale<2, F16>(s[r]) : rp_scale<0, F16>(s[r]);
+      sg8[r] = h ? rp_scale<3, F16>(s[r]) : rp_scale<1, F16>(s[r]);
     }
 #pragma unroll
     for (int jp = 0; jp < 2; ++jp) {
@@ -105,10 +106,14 @@ __device__ __forceinline__ void rg_compute(const std::uint8_t* stage, int warp, 
         for (int jj = 0; jj < 2; ++jj) {
           const std::uint32_t w = jp == 0 ? (jj == 0 ? q[r].x : q[r].y) : (jj == 0 ? q[r].z : q[r].w);
           rp_decode(w, d[r][jj]);
-          d[r][jj][0] = mul2<false>(d[r][jj][0], sg[r]);
-          d[r][jj][1] = mul2<false>(d[r][jj][1], sg8[r]);
-          d[r][jj][2] = mul2<false>(d[r][jj][2], sg[r]);
-          d[r][jj][3] = mul2<false>(d[r][jj][3], sg8[r]);
+          if constexpr (F16) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) d[r][jj][i] = rp_bf16_codes_to_f16(d[r][jj][i]);
+          }
+          d[r][jj][0] = mul2<F16>(d[r][jj][0], sg[r]);
+          d[r][jj][1] = mul2<F16>(d[r][jj][1], sg8[r]);
+          d[r][jj][2] = mul2<F16>(d[r][jj][2], sg[r]);
+          d[r][jj][3] = mul2<F16>(d[r][jj][3], sg8[r]);
         }
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj)
@@ -116,7 +121,7 @@ __device__ __forceinline__ void rg_compute(const std::uint8_t* stage, int warp, 
         for (int r = 0; r < RT; ++r)
 #pragma unroll
           for (int b = 0; b < NB; ++b)
-            mma16816<false>(acc[r][b], d[r][jj][0], d[r][jj][1], d[r][jj][2], d[r][jj][3], jj ? xv[b].z : xv[b].x,
+            mma16816<F16>(acc[r][b], d[r][jj][0], d[r][jj][1], d[r][jj][2], d[r][jj][3], jj ? xv[b].z : xv[b].x,
                             jj ? xv[b].w : xv[b].y);
     }
   }
@@ -128,7 +133,7 @@ __host__ __device__ constexpr int rg_min_blocks(int w, int rt, int nb) { return 
 
 // Grid: x = m-block (fastest, so the blocks that share a row block's weights run together and
 // the second reads them from L2), y = row block, z = K split.
-template <int W, int RT, int NB>
+template <int W, int RT, int NB, bool F16>
 __global__ void __launch_bounds__(32 * W, rg_min_blocks(W, RT, NB)) gemm_nvfp4_rg_kernel(GemvArgs p, int k_split, float* ws) {
   constexpr int kThreads = 32 * W, MB = 8 * NB, kActCopies = NB * 128 / kThreads, kRows = 16 * RT;
   extern __shared__ __align__(16) std::uint8_t rg_smem[];
@@ -179,7 +184,7 @@ __global__ void __launch_bounds__(32 * W, rg_min_blocks(W, RT, NB)) gemm_nvfp4_r
     const int nslot = slot == 0 ? kStages - 1 : slot - 1;
     if (nxt < c_end) rg_issue<W, RT, NB>(wblk, sblk, p.k, last_tile, a, a_row_bytes, vr, nxt, smem0 + nslot * kStage);
     cp_async_commit();
-    rg_compute<W, RT, NB>(rg_smem + slot * kStage, warp, lane, acc);
+    rg_compute<W, RT, NB, F16>(rg_smem + slot * kStage, warp, lane, acc);
     slot = slot + 1 == kStages ? 0 : slot + 1;
   }
   cp_async_wait<0>();
@@ -229,12 +234,12 @@ RgGrid rg_grid(const GemvArgs& a, const RgemmTile& t) {
   return {(a.n + rows - 1) / rows, (a.m_rows + mr - 1) / mr};
 }
 
-template <int W, int RT, int NB>
+template <int W, int RT, int NB, bool F16>
 cudaError_t launch_rg(const GemvArgs& a, const RgemmTile& t, void* workspace, cudaStream_t stream) {
   const RgGrid gr = rg_grid(a, t);
   const std::size_t smem = std::max<std::size_t>(static_cast<std::size_t>(kStages) * rg_stage_bytes(W, RT, NB),
                                                  static_cast<std::size_t>(W) * 8 * NB * kRedPitch * sizeof(float));
-  return launch_split_k_gemm(reinterpret_cast<const void*>(gemm_nvfp4_rg_kernel<W, RT, NB>),
+  return launch_split_k_gemm(reinterpret_cast<const void*>(gemm_nvfp4_rg_kernel<W, RT, NB, F16>),
                              dim3(static_cast<unsigned>(gr.m_blocks), static_cast<unsigned>(gr.row_blocks),
                                   static_cast<unsigned>(t.k_split)),
                              dim3(32 * W), smem, a, t.k_split, workspace, stream);
@@ -270,8 +275,12 @@ std::size_t rgemm_workspace_bytes(const GemvArgs& a, const RgemmTile& t) {
 }
 
 cudaError_t gemm_nvfp4_sm90_repacked(const GemvArgs& a, const RgemmTile& t, void* workspace, cudaStream_t stream) {
-  return t.nb == 4 ? launch_rg<kWarps, kRowTiles, 4>(a, t, workspace, stream)
-                   : launch_rg<kWarps, kRowTiles, 8>(a, t, workspace, stream);
+  if (a.a_f16 && a.pieces != 1) return cudaErrorInvalidValue;
+  if (a.a_f16)
+    return t.nb == 4 ? launch_rg<kWarps, kRowTiles, 4, true>(a, t, workspace, stream)
+                     : launch_rg<kWarps, kRowTiles, 8, true>(a, t, workspace, stream);
+  return t.nb == 4 ? launch_rg<kWarps, kRowTiles, 4, false>(a, t, workspace, stream)
+                   : launch_rg<kWarps, kRowTiles, 8, false>(a, t, workspace, stream);
 }
 
 std::string gemm_nvfp4_sm90_repacked_name(const RgemmTile& t) {

@@ -24,7 +24,7 @@ struct GemvArgs {
   const void* a = nullptr;
   std::int64_t a_stride = 0;
   bool a_f16 = false;   // fp16 operand (else bf16)
-  int pieces = 1;       // 1, 2 (fp16 as 2 bf16 pieces, repacked GEMM) or 3 (fp32)
+  int pieces = 1;       // 1 (bf16, fp16) or 3 (fp32 as 3 exact bf16 pieces)
   int m_rows = 1;       // real rows (GEMV launches: pieces * m_rows <= 48, <= 16 when pieces == 1; the repacked GEMM: any)
   void* y = nullptr;
   int y_dtype = 0;      // nvfp4::DType as int

@@ -50,10 +50,9 @@ std::string shape_of(const MatrixView& x, const WeightView& w) {
 
 // Converts rows [0, m_rows) of x into `pieces` 16-bit virtual rows each, [pieces*m_rows][k],
 // zero past x's columns. fp32 (3 pieces): x = hi + mid + lo exactly (each a bf16 rounding of
-// the rest). fp16 with 2 pieces (the repacked GEMM, bf16 only): x = hi + mid exactly: x has 11
-// significant bits, hi = bf16(x) keeps the top 8 (rounded), so x - hi is a multiple of x's ulp
-// no larger than half of hi's ulp: at most 3 significant bits, and bf16's exponent range
-// covers fp16's subnormals (2^-24). fp16 with 1 piece: copied (the fp16 mma of the GEMVs).
+// the rest: 8 + 8 + 8 significant bits cover fp32's 24). bf16 and fp16 (1 piece): copied in their
+// own format (fp16: the kernels' fp16 mma). (Until 2026-12-02 the repacked kernels took fp16 as
+// 2 pieces, hi + mid, through the same arithmetic; docs/perf-cuda.md 48.)
 __global__ void prep_activations(const void* x, int dtype, std::int64_t x_stride, std::int64_t x_cols,
                                  int m_rows, int pieces, std::int64_t k, std::uint16_t* out) {
   const std::int64_t total = static_cast<std::int64_t>(pieces) * m_rows * k;
@@ -482,7 +481,7 @@ void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightVie
   if (x.rows == 0) return;
   require_valid_tile(op, tile_in);
   cudaStream_t stream = static_cast<cudaStream_t>(stream_v);
-  const int pieces = repacked_gemv_pieces(x.dtype);
+  const int pieces = repacked_pieces(x.dtype);
   const std::int64_t vrows_all = std::int64_t{pieces} * x.rows;
   // 17..32 virtual rows on small weights: one wide GEMV launch (kRpWideMaxWeights).
   const bool wide = !tile_in && vrows_all > kMaxRows && vrows_all <= kRpWideMaxVirtualRows &&

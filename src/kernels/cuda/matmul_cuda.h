@@ -37,13 +37,11 @@ void quantized_matmul_repacked_rgemm(const MatrixView& x, const RepackedWeightVi
                                      const RgemmTile* tile, std::string* kernel_name = nullptr,
                                      const RepackedMatmulOptions& options = {});
 
-// The repacked GEMM reads bf16 rows only: an activation row of `t` runs as this many exact bf16
-// pieces (virtual rows): 1 (bf16), 2 (fp16), 3 (fp32).
-inline int repacked_pieces(DType t) { return t == DType::kF32 ? 3 : (t == DType::kF16 ? 2 : 1); }
-// The repacked GEMV reads bf16 and fp16 rows (the fp16 mma since 2026-12-02; before, fp16 ran as
-// 2 bf16 pieces prepared by a kernel of its own per call: Llama-3-8B decode 2.101 ms per token
-// against 1.409 with bf16, docs/perf-cuda.md 48); fp32 runs as 3 bf16 pieces.
-inline int repacked_gemv_pieces(DType t) { return t == DType::kF32 ? 3 : 1; }
+// The repacked kernels (GEMV and GEMM) read bf16 and fp16 rows (fp16: the fp16 mma since
+// 2026-12-02; before, fp16 ran as 2 exact bf16 pieces prepared by a kernel of its own per call:
+// Llama-3-8B decode 2.101 ms per token against 1.409 with bf16, docs/perf-cuda.md 48). fp32 rows
+// run as 3 exact bf16 pieces (virtual rows).
+inline int repacked_pieces(DType t) { return t == DType::kF32 ? 3 : 1; }
 // Repacked calls with at least this many virtual rows run the repacked GEMM; fewer run the GEMV
 // in launches of 16. Below it the GEMV's second launch holds <= 8 rows (the M <= 8 kernel, near
 // the M = 1 time) and wins; H200, 2026-12-01, graph us, GEMM / GEMV launches: bf16 M = 20
