@@ -495,8 +495,8 @@ void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightVie
   }
   // The GEMV reads bf16 and fp16 rows (fp16: the fp16 mma). Rows it can read in place go direct;
   // everything else (fp32 -> 3 exact bf16 pieces, padded or unaligned bf16 / fp16 -> 1 row of
-  // their dtype) is prepared into a stream-ordered workspace. At most 16 virtual rows per launch (the kernel's two n8 tiles), or
-  // one wide launch of up to 32.
+  // their dtype) is prepared into a stream-ordered workspace. At most 16 virtual rows per launch
+  // (the kernel's two n8 tiles), or one wide launch of up to 32.
   const bool direct = pieces == 1 && rows_readable_in_place(x, w.k);
   GemvArgs a = weight_args(as_weight_view(w));
   a.pdl = options.overlapped_launch && hopper_paths();  // PDL is sm_90+: elsewhere the plain launch
