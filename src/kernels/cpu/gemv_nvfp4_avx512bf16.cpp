@@ -342,6 +342,18 @@ NVFP4_BF16_TARGET void rows(const Ctx& g, std::int64_t m0, std::int64_t n0, std:
   }
 }
 
+// The FMA dot's 4-row tiles (M = 1, 2) over weight rows [n0, n1): on pre-split weights with the
+// offset loads (fma_half OFF), except the buffer's last row when nothing follows its last chunk
+// (those loads read up to 3 bytes past a chunk), which takes the shifts.
+template <int MR, bool PS>
+void rows_fma4(const Ctx& g, std::int64_t m0, std::int64_t n0, std::int64_t n1, std::int64_t c0, std::int64_t c1,
+               bool tail, float* dst, std::int64_t ds) {
+  const bool end = PS && n1 == g.a->n && c1 == g.nch && g.kt == 0;
+  const std::int64_t n_off = end ? n1 - 1 : n1;
+  rows<MR, 4, PS, true, PS>(g, m0, n0, n_off, c0, c1, tail, dst, ds);
+  if (n_off < n1) rows<MR, 4, PS, true>(g, m0, n_off, n1, c0, c1, tail, dst, ds);
+}
+
 template <bool PS, bool FMA>
 void rows_any_m(const Ctx& g, int mr, std::int64_t m0, std::int64_t n0, std::int64_t n1, std::int64_t c0,
                 std::int64_t c1, bool tail, float* dst, std::int64_t ds) {
@@ -351,20 +363,10 @@ void rows_any_m(const Ctx& g, int mr, std::int64_t m0, std::int64_t n0, std::int
     // feeds MR FMAs, each activation load NR. At M = 1 / 2, 4 weight rows (tuning_cpu.h
     // gemv_fma_max_m: at M = 2 4 rows beat 2, 356 against 400 us), then 2. (8 x 1 ran 11.2 ms at
     // 8 x 4096 x 14336 against 7.4 as two 4 x 2 passes: one L2 activation load per FMA.)
-    // The 4-row tiles (M = 1, 2) on pre-split weights load codes at byte offsets (fma_half OFF).
-    // Those loads read up to 3 bytes past a chunk: past the buffer after the last row's last
-    // chunk when no K tail follows it, so that row takes the shifts.
-    const bool end = n1 == g.a->n && c1 == g.nch && g.kt == 0;
-    const std::int64_t n_off = PS && end ? n1 - 1 : n1;
+    // The 4-row tiles (M = 1, 2) on pre-split weights load codes at byte offsets (rows_fma4).
     switch (mr) {
-      case 1:
-        rows<1, 4, PS, true, PS>(g, m0, n0, n_off, c0, c1, tail, dst, ds);
-        if (n_off < n1) rows<1, 4, PS, true>(g, m0, n_off, n1, c0, c1, tail, dst, ds);
-        break;
-      case 2:
-        rows<2, 4, PS, true, PS>(g, m0, n0, n_off, c0, c1, tail, dst, ds);
-        if (n_off < n1) rows<2, 4, PS, true>(g, m0, n_off, n1, c0, c1, tail, dst, ds);
-        break;
+      case 1: rows_fma4<1, PS>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+      case 2: rows_fma4<2, PS>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
       case 3: rows<3, 2, PS, true>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
       case 4: rows<4, 2, PS, true>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
       case 5: rows<5, 2, PS, true>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;

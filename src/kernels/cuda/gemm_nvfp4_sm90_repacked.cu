@@ -105,15 +105,7 @@ __device__ __forceinline__ void rg_compute(const std::uint8_t* stage, int warp, 
 #pragma unroll
         for (int jj = 0; jj < 2; ++jj) {
           const std::uint32_t w = jp == 0 ? (jj == 0 ? q[r].x : q[r].y) : (jj == 0 ? q[r].z : q[r].w);
-          rp_decode(w, d[r][jj]);
-          if constexpr (F16) {
-#pragma unroll
-            for (int i = 0; i < 4; ++i) d[r][jj][i] = rp_bf16_codes_to_f16(d[r][jj][i]);
-          }
-          d[r][jj][0] = mul2<F16>(d[r][jj][0], sg[r]);
-          d[r][jj][1] = mul2<F16>(d[r][jj][1], sg8[r]);
-          d[r][jj][2] = mul2<F16>(d[r][jj][2], sg[r]);
-          d[r][jj][3] = mul2<F16>(d[r][jj][3], sg8[r]);
+          rp_decode_scaled<F16>(w, sg[r], sg8[r], d[r][jj]);
         }
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj)

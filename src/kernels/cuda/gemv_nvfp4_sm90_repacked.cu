@@ -79,15 +79,7 @@ __device__ __forceinline__ void rp_half(int h, const uint4 (&w)[RT][2], const st
     for (int j = 0; j < 4; ++j) {
       const std::uint32_t q = j == 0 ? q4.x : (j == 1 ? q4.y : (j == 2 ? q4.z : q4.w));
       std::uint32_t d[4];
-      rp_decode(q, d);
-      if constexpr (F16) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) d[i] = rp_bf16_codes_to_f16(d[i]);
-      }
-      d[0] = mul2<F16>(d[0], sg);
-      d[1] = mul2<F16>(d[1], sg8);
-      d[2] = mul2<F16>(d[2], sg);
-      d[3] = mul2<F16>(d[3], sg8);
+      rp_decode_scaled<F16>(q, sg, sg8, d);
 #pragma unroll
       for (int b = 0; b < NB; ++b)
         mma16816<F16>(acc[r][b], d[0], d[1], d[2], d[3], xw[b][2 * j], xw[b][2 * j + 1]);

@@ -119,6 +119,23 @@ __device__ __forceinline__ std::uint32_t rp_bf16_codes_to_f16(std::uint32_t d) {
   return ((d << 3) | d) & 0x8E008E00u;
 }
 
+// One layout word q -> the 4 A registers of its mma step, decoded (rp_decode; F16: at fp16 bit
+// positions) and scaled: registers 0 / 2 (row g) by sg, 1 / 3 (row g + 8) by sg8 (rp_scale<.., F16>
+// of the same half chunk). Exact: e2m1 * |s| * 2^-7. Shared by the rp GEMV and the rg GEMM.
+template <bool F16>
+__device__ __forceinline__ void rp_decode_scaled(std::uint32_t q, std::uint32_t sg, std::uint32_t sg8,
+                                                 std::uint32_t d[4]) {
+  rp_decode(q, d);
+  if constexpr (F16) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) d[i] = rp_bf16_codes_to_f16(d[i]);
+  }
+  d[0] = mul2<F16>(d[0], sg);
+  d[1] = mul2<F16>(d[1], sg8);
+  d[2] = mul2<F16>(d[2], sg);
+  d[3] = mul2<F16>(d[3], sg8);
+}
+
 // Two E4M3 scale bytes (low byte first) -> two broadcast pairs (s0,s0), (s1,s1) holding
 // |s| * 2^7 (fp16) or |s| * 2^119 (bf16), exact. NaN bytes stay NaN.
 template <bool F16>
