@@ -412,18 +412,20 @@ std::vector<Row> run_cuda(const Options& opts) {
     if (cuda::repack_for_gemv_sm90_supported(s.n, s.k)) {
       // Side-by-side: the same weights repacked once (cuda::repack_for_gemv_sm90, not timed)
       // into the gemv_sm90 layout, same rotation; each variant validated against the oracle
-      // like the canonical row (docs/perf-cuda.md 7, 9).
+      // like the canonical row (docs/perf-cuda.md 7, 9). fp16 rows get fp16 codes, as an fp16
+      // engine would repack (docs/perf-cuda.md 49).
+      const cuda::RepackedCodes codes = dt == DType::kF16 ? cuda::RepackedCodes::fp16 : cuda::RepackedCodes::bf16;
       std::vector<std::unique_ptr<Buf>> rpk, rsc;
       for (std::size_t c = 0; c < copies; ++c) {
         rpk.push_back(std::make_unique<Buf>(pb));
         rsc.push_back(std::make_unique<Buf>(sb));
         cuda::repack_for_gemv_sm90(wview(c), static_cast<std::uint8_t*>(rpk.back()->p),
-                                   static_cast<std::uint8_t*>(rsc.back()->p), st);
+                                   static_cast<std::uint8_t*>(rsc.back()->p), st, codes);
       }
       ck(cudaStreamSynchronize(st), "repack");
       auto rview = [&](std::size_t c) {
         return cuda::RepackedWeightView{static_cast<const std::uint8_t*>(rpk[c]->p),
-                                        static_cast<const std::uint8_t*>(rsc[c]->p), ts, s.n, s.k};
+                                        static_cast<const std::uint8_t*>(rsc[c]->p), ts, s.n, s.k, codes};
       };
       auto repacked_row = [&](const std::string& variant, const cuda::GemvTile* tile, const cuda::RepackedMatmulOptions& o) {
         variant_row(variant,

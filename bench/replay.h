@@ -53,6 +53,10 @@ struct ReplayOptions {
   // CUDA decode: repacked GEMVs read their weights before the PDL wait where the table says so
   // (RepackedMatmulOptions::weights_read_early; the CLI's default, `--no-early-weights` turns it off).
   bool early_weights = false;
+  // CUDA decode with fp16 activations: the repack places the codes for fp16 rows
+  // (RepackedCodes::fp16), as an fp16 engine would; true keeps bf16 codes (the A/B:
+  // `compare --a "self --bf16-codes" --b self`).
+  bool bf16_codes = false;
   bool dense = true;               // run the dense bf16 baseline replay (OpenBLAS / cuBLAS)
   int warmup = 1;                  // untimed replays first
   int min_samples = 5;             // timed replays (each one token / one prompt)

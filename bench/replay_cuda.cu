@@ -131,15 +131,16 @@ class CudaReplay final : public ReplayEngine {
         s_.emplace_back(nk / kBlockSize);
         fill(w_.back().p, nk / 2, ++seed, 0);
         fill(s_.back().p, nk / kBlockSize, ++seed, 1);
-        // Decode GEMV on weights repacked once at load (docs/perf-cuda.md 7), as an engine would;
-        // the canonical bytes stay for validation and for prefill (quantized_matmul: the wgmma GEMM
-        // up to 1024 rows, the dense panel + cuBLAS above).
+        // Decode GEMV on weights repacked once at load (docs/perf-cuda.md 7), as an engine would,
+        // with the codes placed for its activation dtype (codes_); the canonical bytes stay for
+        // validation and for prefill (quantized_matmul: the wgmma GEMM up to 1024 rows, the dense
+        // panel + cuBLAS above).
         rp_.emplace_back(), rs_.emplace_back();
         if (!o.canonical_layout && m <= max_repacked_rows(o) && cuda::repack_for_gemv_sm90_supported(l.n, l.k)) {
           rp_.back() = DevBuf(nk / 2);
           rs_.back() = DevBuf(nk / kBlockSize);
           cuda::repack_for_gemv_sm90(canonical(w_.size() - 1), static_cast<std::uint8_t*>(rp_.back().p),
-                                     static_cast<std::uint8_t*>(rs_.back().p), stream_);
+                                     static_cast<std::uint8_t*>(rs_.back().p), stream_, codes_);
           ++repacked;
         }
       }
@@ -162,12 +163,13 @@ class CudaReplay final : public ReplayEngine {
                            : o.plain_launch      ? ", plain launches"
                            : o.early_weights     ? ", weights read early where tuned"
                                                  : "";
+      const char* codes = codes_ == cuda::RepackedCodes::fp16 ? " with fp16 codes" : "";
       info_.kernel = repacked == ls.size()
-                         ? fmt::format("nvfp4::cuda::quantized_matmul_repacked for all {} linears (repacked at load{}), "
-                                       "CUDA graph", ls.size(), launch)
+                         ? fmt::format("nvfp4::cuda::quantized_matmul_repacked for all {} linears (repacked at load{}{}), "
+                                       "CUDA graph", ls.size(), codes, launch)
                          : fmt::format("nvfp4::cuda::quantized_matmul_repacked for {} of {} linears (M <= {}, repacked "
-                                       "at load{}), quantized_matmul for the rest, CUDA graph",
-                                       repacked, ls.size(), max_repacked_rows(o), launch);
+                                       "at load{}{}), quantized_matmul for the rest, CUDA graph",
+                                       repacked, ls.size(), max_repacked_rows(o), codes, launch);
     }
     size_t free1 = 0;
     ck(cudaMemGetInfo(&free1, &total), "cudaMemGetInfo");
@@ -218,7 +220,7 @@ class CudaReplay final : public ReplayEngine {
           "cublasGemmEx");
     } else if (rp_[i].p) {
       const cuda::RepackedWeightView w{static_cast<const std::uint8_t*>(rp_[i].p), static_cast<const std::uint8_t*>(rs_[i].p),
-                                       kTensorScale, l.n, l.k};
+                                       kTensorScale, l.n, l.k, codes_};
       cuda::RepackedMatmulOptions ro;
       ro.overlapped_launch = !o_.plain_launch;
       ro.weights_read_early = o_.early_weights;
@@ -312,6 +314,9 @@ class CudaReplay final : public ReplayEngine {
   std::unique_ptr<DevBuf> workspace_;
   std::vector<DevBuf> w_, s_, y_;
   std::vector<DevBuf> rp_, rs_;  // repacked decode weights (empty where the canonical path runs)
+  // Their codes: placed for fp16 rows when the replay's activations are fp16 (docs/perf-cuda.md 49).
+  cuda::RepackedCodes codes_ =
+      o_.dtype == DType::kF16 && !o_.bf16_codes ? cuda::RepackedCodes::fp16 : cuda::RepackedCodes::bf16;
   std::map<std::pair<std::int64_t, std::int64_t>, DevBuf> x_;
   cudaGraphExec_t g_layers_ = nullptr, g_rest_ = nullptr;
   cudaEvent_t e0_ = nullptr, e1_ = nullptr, e2_ = nullptr;

@@ -30,6 +30,7 @@ struct WorkloadArgs {
   bool canonical = false;
   bool plain_launch = false;
   bool early_weights = true;
+  bool bf16_codes = false;
   std::uint64_t seed = 1;
   std::vector<std::string> shapes;  // "M,N,K" (compare: a shape workload instead of a model)
 
@@ -62,6 +63,9 @@ struct WorkloadArgs {
                 "cuda decode (default on): overlapped repacked GEMVs start loading their weights before the previous "
                 "kernel has completed, where the tuning table measured it faster (the replay never writes its "
                 "weights; RepackedMatmulOptions::weights_read_early); --no-early-weights for the A/B");
+    c->add_flag("--bf16-codes", bf16_codes,
+                "cuda decode with --dtype f16: repack with the codes at bf16 bit positions (RepackedCodes::bf16, "
+                "which serves every dtype) instead of fp16 ones; the A/B of the fp16 codes");
   }
 
   // The backend actually used.
@@ -91,6 +95,7 @@ struct WorkloadArgs {
     o.canonical_layout = canonical;
     o.plain_launch = plain_launch;
     o.early_weights = early_weights;
+    o.bf16_codes = bf16_codes;
     o.dtype = dtype_from_name(dtype);
     o.seed = seed;
     if (!shapes.empty()) {
@@ -127,6 +132,7 @@ struct WorkloadArgs {
     if (canonical) a.push_back("--canonical");
     if (plain_launch) a.push_back("--plain-launch");
     if (!early_weights) a.push_back("--no-early-weights");
+    if (bf16_codes) a.push_back("--bf16-codes");
     for (const auto& s : shapes) a.insert(a.end(), {"--shape", s});
     return a;
   }

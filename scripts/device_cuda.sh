@@ -109,9 +109,9 @@ if command -v cuobjdump >/dev/null; then
   awk '/Function :.*gemv_nvfp4_wa_kernelILb0ELi2ELi1E/ {on=1; next} /Function :/ {on=0}
        on && /^ +\/\*[0-9a-f]+\*\// {for (i = 2; i <= NF; i++) if ($i !~ /^@/) {print $i; break}}' /tmp/sass.txt | sed 's/\..*//' | sort | uniq -c | sort -rn > "$OUT/sass_wa_mix.txt"
   head -25 "$OUT/sass_wa_mix.txt"
-  # Same for the repacked kernel (16 rows/warp, M <= 8, no PDL; bf16, and fp16 since 2026-12-02):
-  # docs/perf-cuda.md 7, 48. Template arguments: RT, NB, EARLY, F16.
-  for v in "rp:ILi1ELi1ELb0ELb0E" "rp_f16:ILi1ELi1ELb0ELb1E"; do
+  # Same for the repacked kernel (16 rows/warp, M <= 8, no PDL; bf16, fp16 rows on bf16 codes, and
+  # fp16 rows on fp16 codes): docs/perf-cuda.md 7, 48, 49. Template arguments: RT, NB, EARLY, RpOps.
+  for v in "rp:ILi1ELi1ELb0ELNS1_5RpOpsE0E" "rp_f16:ILi1ELi1ELb0ELNS1_5RpOpsE1E" "rp_f16codes:ILi1ELi1ELb0ELNS1_5RpOpsE2E"; do
     name=${v%%:*}; sig=${v#*:}
     awk -v s="gemv_nvfp4_rp_kernel$sig" '/Function :/ {on = index($0, s) > 0; next}
          on && /^ +\/\*[0-9a-f]+\*\// {for (i = 2; i <= NF; i++) if ($i !~ /^@/) {print $i; break}}' /tmp/sass.txt |

@@ -55,12 +55,20 @@ void quantized_matmul(const MatrixView& x, const WeightView& w, const MatrixView
 // lane's 16-byte load is its mma A fragments for 4 k16 steps and the block scales decode with
 // one IMAD (layout: src/kernels/cuda/repack_nvfp4_sm90.h; measurements: docs/perf-cuda.md 7).
 // Needs N % 16 == 0 and K % 128 == 0 (repack_for_gemv_sm90_supported); bad shapes throw.
+//
+// Where the repack puts the E2M1 codes inside each word, chosen for the engine's activations:
+// bf16 (the default) serves bf16, fp16 and fp32 rows; fp16 serves fp16 rows only (other rows
+// throw) and decodes them in 9 integer ops per 8 weights instead of 17, as bf16 rows decode from
+// bf16 codes (docs/perf-cuda.md 49). The byte count is the same.
+enum class RepackedCodes : std::uint8_t { bf16 = 0, fp16 = 1 };
+
 struct RepackedWeightView {
   const std::uint8_t* packed = nullptr;  // N*K/2 bytes, gemv_sm90 layout
   const std::uint8_t* scales = nullptr;  // N*K/16 bytes, gemv_sm90 layout
   float tensor_scale = 1.0f;             // unchanged (dequant direction)
   std::int64_t n = 0;
   std::int64_t k = 0;
+  RepackedCodes codes = RepackedCodes::bf16;  // as passed to the repack that wrote packed
 };
 
 bool repack_for_gemv_sm90_supported(std::int64_t n, std::int64_t k);
@@ -69,9 +77,10 @@ bool repack_for_gemv_sm90_supported(std::int64_t n, std::int64_t k);
 // Outputs must not alias the input. Plain C++ reference (host pointers) below; both agree byte
 // for byte (tests/cuda/test_repack_cuda.cpp). The reference is available in every build.
 void repack_for_gemv_sm90(const WeightView& canonical_dev, std::uint8_t* packed_out_dev,
-                          std::uint8_t* scales_out_dev, void* stream = nullptr);
+                          std::uint8_t* scales_out_dev, void* stream = nullptr,
+                          RepackedCodes codes = RepackedCodes::bf16);
 void repack_for_gemv_sm90_ref(const WeightView& canonical_host, std::uint8_t* packed_out,
-                              std::uint8_t* scales_out);
+                              std::uint8_t* scales_out, RepackedCodes codes = RepackedCodes::bf16);
 
 struct RepackedMatmulOptions {
   // Overlapped launch (Hopper programmatic dependent launch, PTX griddepcontrol): the GEMV's
@@ -98,7 +107,8 @@ struct RepackedMatmulOptions {
 
 // y = x . dequant(w)^T on repacked device weights, any M. Activations bf16, fp16 or fp32
 // (x.cols may be < K only through padding: x.cols in (K-16, K]); output in the activation dtype.
-// bf16 and fp16 rows read directly count one row each (fp16: the fp16 mma); fp32 rows are split
+// bf16 and fp16 rows read directly count one row each (fp16: the fp16 mma; weights repacked with
+// RepackedCodes::fp16 take fp16 rows only, anything else throws); fp32 rows are split
 // exactly into 3 bf16 pieces in a stream-ordered workspace first (3 rows each). Up to 24 such
 // rows: the GEMV, in launches of 16. More: the repacked GEMM, which reads the weights once per
 // 32 or 64 rows (needs 16-byte aligned scales; otherwise the GEMV runs on). Same tolerance as quantized_matmul;

@@ -252,11 +252,14 @@ inline void expect_non_finite_like_oracle(const QuantizedWeight& qw, const Tenso
                        what + ": finite rows next to non-finite ones");
 }
 
+// A weight on the device in both layouts: canonical (p, s) and repacked (rp, rs) with `codes`.
 struct DevWeight {
   void *p = nullptr, *s = nullptr, *rp = nullptr, *rs = nullptr;
   std::int64_t n = 0, k = 0;
   float ts = 1.0f;
-  explicit DevWeight(const QuantizedWeight& w) : n(w.n), k(w.k), ts(w.tensor_scale()) {
+  cuda::RepackedCodes codes = cuda::RepackedCodes::bf16;
+  explicit DevWeight(const QuantizedWeight& w, cuda::RepackedCodes c = cuda::RepackedCodes::bf16)
+      : n(w.n), k(w.k), ts(w.tensor_scale()), codes(c) {
     cudaMalloc(&p, w.packed.size());
     cudaMalloc(&s, w.scales.size());
     cudaMalloc(&rp, w.packed.size());
@@ -266,7 +269,7 @@ struct DevWeight {
     cudaMemset(rp, 0xCD, w.packed.size());
     cudaMemset(rs, 0xCD, w.scales.size());
     cuda::repack_for_gemv_sm90(WeightView{static_cast<std::uint8_t*>(p), static_cast<std::uint8_t*>(s), ts, n, k},
-                               static_cast<std::uint8_t*>(rp), static_cast<std::uint8_t*>(rs), nullptr);
+                               static_cast<std::uint8_t*>(rp), static_cast<std::uint8_t*>(rs), nullptr, codes);
     cudaDeviceSynchronize();
   }
   ~DevWeight() {
@@ -276,7 +279,7 @@ struct DevWeight {
     cudaFree(rs);
   }
   cuda::RepackedWeightView view() const {
-    return {static_cast<std::uint8_t*>(rp), static_cast<std::uint8_t*>(rs), ts, n, k};
+    return {static_cast<std::uint8_t*>(rp), static_cast<std::uint8_t*>(rs), ts, n, k, codes};
   }
 };
 

@@ -30,8 +30,9 @@ namespace nvfp4 {
 namespace {
 // ------------------------------------------------------------------------------------------
 // Repacked layout (gemv_sm90): host reference, runs everywhere. Emulates the kernel's decode
-// (repack::decode_word + the scale IMAD + a bf16 multiply, which is exact here) and checks
-// every weight against e2m1 * |scale| bit for bit, including zero, subnormal and NaN scales.
+// (repack::decode_word / decode_word_f16 + the scale IMAD + a bf16 / fp16 multiply, which is
+// exact here) and checks every weight against e2m1 * |scale| bit for bit, including zero,
+// subnormal and NaN scales, for both code positions (RepackedCodes).
 // ------------------------------------------------------------------------------------------
 std::uint8_t code_at_ref(const QuantizedWeight& w, std::int64_t row, std::int64_t k) {
   const std::uint8_t b = w.packed[static_cast<std::size_t>(row * (w.k / 2) + k / 2)];
@@ -53,14 +54,55 @@ float bf16_bits_to_f32(std::uint32_t b) {
   return f;
 }
 
+// The decodes are bit gathers: every bit of every register is its source bit of the word
+// (repack::src_bit) or zero, for any word, including all-ones (where a carry between the fp16
+// decode's two shifted copies would show).
+TEST(CudaRepack, DecodesAreBitGathers) {
+  const std::uint64_t seed = 2718;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (const bool f16 : {false, true}) {
+    std::uint32_t pattern = 0;  // the code bits of a register: (m, e0, e1, s) in both halves
+    for (int bit = 0; bit < 4; ++bit)
+      for (int half = 0; half < 2; ++half) pattern |= 1u << (16 * half + cuda::repack::nibble_bit_pos(bit, f16));
+    EXPECT_EQ(pattern, f16 ? cuda::repack::kMaskF : cuda::repack::kMaskP);
+    std::uint32_t covered = 0;  // every bit of a word feeds exactly one register bit
+    for (int r = 0; r < 4; ++r)
+      for (int p = 0; p < 32; ++p)
+        if ((pattern >> p) & 1) {
+          const std::uint32_t b = 1u << cuda::repack::src_bit(r, p, f16);
+          EXPECT_EQ(covered & b, 0u) << "f16 " << f16 << ": register " << r << " bit " << p << " reuses a source bit";
+          covered |= b;
+        }
+    EXPECT_EQ(covered, 0xFFFFFFFFu) << "f16 " << f16;
+    for (int i = 0; i < 200000; ++i) {
+      const std::uint32_t q = i == 0 ? 0xFFFFFFFFu : (i < 33 ? 1u << (i - 1) : static_cast<std::uint32_t>(rng()));
+      std::uint32_t r[4];
+      if (f16)
+        cuda::repack::decode_word_f16(q, r);
+      else
+        cuda::repack::decode_word(q, r);
+      for (int ri = 0; ri < 4; ++ri) {
+        std::uint32_t want = 0;
+        for (int p = 0; p < 32; ++p)
+          if ((pattern >> p) & 1) want |= ((q >> cuda::repack::src_bit(ri, p, f16)) & 1u) << p;
+        ASSERT_EQ(r[ri], want) << "f16 " << f16 << " word 0x" << std::hex << q << " register " << ri;
+      }
+    }
+  }
+}
+
 TEST(CudaRepack, HostReferenceDecodesToTheDequantizedWeights) {
-  for (auto nk : {std::pair<std::int64_t, std::int64_t>{16, 128}, {48, 256}, {32, 1024}}) {
+  for (auto nk : {std::pair<std::int64_t, std::int64_t>{16, 128}, {48, 256}, {32, 1024}})
+  for (const cuda::RepackedCodes codes : {cuda::RepackedCodes::bf16, cuda::RepackedCodes::fp16}) {
+    const bool f16 = codes == cuda::RepackedCodes::fp16;
     const std::int64_t n = nk.first, k = nk.second;
     const std::uint64_t seed = 31337 + n + k;
-    SCOPED_TRACE("seed " + std::to_string(seed) + " N=" + std::to_string(n) + " K=" + std::to_string(k));
+    SCOPED_TRACE("seed " + std::to_string(seed) + " N=" + std::to_string(n) + " K=" + std::to_string(k) +
+                 (f16 ? " fp16 codes" : " bf16 codes"));
     const QuantizedWeight qw = repack_test_weight(n, k, seed);
     std::vector<std::uint8_t> rp(qw.packed.size(), 0xAB), rs(qw.scales.size(), 0xAB);
-    cuda::repack_for_gemv_sm90_ref(qw.view(), rp.data(), rs.data());
+    cuda::repack_for_gemv_sm90_ref(qw.view(), rp.data(), rs.data(), codes);
     std::vector<int> seen(static_cast<std::size_t>(n * k), 0);
     int bad = 0;
     const std::int64_t chunks = k / 64;
@@ -73,15 +115,22 @@ TEST(CudaRepack, HostReferenceDecodesToTheDequantizedWeights) {
             std::uint32_t q;
             std::memcpy(&q, rp.data() + ((tl * chunks + c) * 32 + lane) * 16 + 4 * j, 4);
             std::uint32_t r[4];
-            cuda::repack::decode_word(q, r);
+            if (f16)
+              cuda::repack::decode_word_f16(q, r);
+            else
+              cuda::repack::decode_word(q, r);
             for (int ri = 0; ri < 4; ++ri)
               for (int half = 0; half < 2; ++half) {
                 const std::int64_t row = tl * 16 + g + 8 * (ri & 1);
                 const std::int64_t kk = c * 64 + 16 * t + 4 * j + (ri >= 2 ? 2 : 0) + half;
                 const std::uint8_t sbyte = sb[2 * (c % 2) + (ri & 1)];
-                const float w16 = bf16_bits_to_f32((r[ri] >> (16 * half)) & 0xFFFFu);
-                const float s16 = bf16_bits_to_f32(sbyte * 16u + 0x7600u);
-                const float got = w16 * s16 * 128.0f;  // exact: <= 6 significant bits, normal range
+                const std::uint32_t wbits = (r[ri] >> (16 * half)) & 0xFFFFu;
+                // bf16: e2m1 * 2^-126 times |s| * 2^119; fp16: e2m1 * 2^-14 times |s| * 2^7 (the
+                // kernels' rp_scale). Either product is e2m1 * |s| * 2^-7, exact (<= 6 significant bits).
+                const float w16 = f16 ? f16_to_f32(static_cast<std::uint16_t>(wbits)) : bf16_bits_to_f32(wbits);
+                const float s16 = f16 ? f16_to_f32(static_cast<std::uint16_t>(sbyte * 128u + 0x3000u))
+                                      : bf16_bits_to_f32(sbyte * 16u + 0x7600u);
+                const float got = w16 * s16 * 128.0f;
                 const std::uint8_t code = code_at_ref(qw, row, kk);
                 const float want = e2m1_times_scale(code, qw.scales[row * (k / 16) + kk / 16]);
                 ++seen[row * k + kk];
@@ -230,6 +279,110 @@ TEST(CudaRepack, Fp16AndFp32Activations) {
       }
     }
   }
+}
+
+// Weights repacked with fp16 codes (RepackedCodes::fp16) for fp16 rows: the device repack equals
+// the host reference; every route (the GEMV at M <= 16 with the built-in and every explicit tile,
+// the early launch, the wide launch, the repacked GEMM with every block shape) gives the bf16
+// codes' bits exactly (the decoded products are the same exact values, summed in the same
+// order); one-hot rows recover fp16(dequantize_ref); random rows match the oracle; bf16 and fp32
+// rows, and an unknown code position, are errors.
+TEST(CudaRepack, Fp16CodesGiveTheBf16CodesBits) {
+  REQUIRE_GPU();
+  const cuda::RgemmTile rg_tiles[] = {{4, 1}, {8, 1}, {4, 3}, {8, 64}};
+  for (auto nk : {std::pair<std::int64_t, std::int64_t>{16, 128}, {48, 256}, {272, 2560}, {208, 4096}}) {
+    const std::int64_t n = nk.first, k = nk.second;
+    const std::uint64_t seed = 1616 + n * 5 + k;
+    SCOPED_TRACE("seed " + std::to_string(seed) + " N=" + std::to_string(n) + " K=" + std::to_string(k));
+    const QuantizedWeight qw = random_weight(n, k, seed);  // zero, subnormal and largest scales too
+    const DevWeight db(qw), dh(qw, cuda::RepackedCodes::fp16);
+    {
+      std::vector<std::uint8_t> rp(qw.packed.size()), rs(qw.scales.size()), gp(rp.size()), gs(rs.size());
+      cuda::repack_for_gemv_sm90_ref(qw.view(), rp.data(), rs.data(), cuda::RepackedCodes::fp16);
+      ASSERT_EQ(cudaMemcpy(gp.data(), dh.rp, gp.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(gs.data(), dh.rs, gs.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_TRUE(rp == gp) << "device repack (fp16 codes) differs from the host reference (packed)";
+      ASSERT_TRUE(rs == gs) << "device repack (fp16 codes) differs from the host reference (scales)";
+    }
+    // The same call on both layouts; `rg` forces the repacked GEMM with that block shape.
+    auto both = [&](const Tensor& x, std::int64_t m, const cuda::GemvTile* tile, const cuda::RgemmTile* rg,
+                    const cuda::RepackedMatmulOptions& opt, const std::string& what) {
+      Tensor y[2] = {nan_tensor(DType::kF16, m, n), nan_tensor(DType::kF16, m, n)};
+      std::string name[2];
+      for (int i = 0; i < 2; ++i) {
+        const DevWeight& dw = i ? dh : db;
+        const DeviceCopy dx(x.data(), x.bytes.size()), dy(y[i].data(), y[i].bytes.size());
+        const MatrixView xv{dx.p, DType::kF16, m, k, k}, yv{dy.p, DType::kF16, m, n, n};
+        if (rg)
+          cuda::quantized_matmul_repacked_rgemm(xv, dw.view(), yv, nullptr, rg, &name[i], opt);
+        else
+          cuda::quantized_matmul_repacked_tile(xv, dw.view(), yv, nullptr, tile, &name[i], opt);
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        dy.back(y[i].data());
+      }
+      EXPECT_EQ(name[0], name[1]) << what;
+      EXPECT_TRUE(y[0].bytes == y[1].bytes) << what << " (" << name[1] << "): fp16 codes differ from bf16 codes";
+      return std::move(y[1]);
+    };
+    Tensor deq(DType::kF32, {n, k});
+    dequantize_ref(qw.view(), MatrixView{deq.data(), DType::kF32, n, k, k});
+    for (const std::int64_t rows : {11, 30, 40}) {  // the M = 9..16 GEMV, the wide launch or the GEMM, the GEMM
+      Tensor x(DType::kF16, {rows, k});
+      for (std::int64_t r = 0; r < rows; ++r) x.set(r * k + (r * 89 + 3) % k, 1.0f);
+      const Tensor y = both(x, rows, nullptr, nullptr, {}, "one-hot M=" + std::to_string(rows));
+      const int bad = one_hot_mismatches(y, rows, n, [&](std::int64_t r, std::int64_t j) {
+        return f16_to_f32(f32_to_f16(deq.get(j * k + (r * 89 + 3) % k)));
+      }, "fp16 codes one-hot M=" + std::to_string(rows));
+      ASSERT_EQ(bad, 0);
+    }
+    for (const std::int64_t m : {1, 2, 8, 9, 16, 17, 32, 33, 64, 130}) {
+      Tensor x = random_x(DType::kF16, m, k, seed + m);
+      Tensor y = both(x, m, nullptr, nullptr, {}, "M=" + std::to_string(m));
+      check_against_oracle(MatrixView{x.data(), DType::kF16, m, k, k}, qw, MatrixView{y.data(), DType::kF16, m, n, n},
+                           "fp16 codes M=" + std::to_string(m));
+    }
+    cuda::RepackedMatmulOptions early;
+    early.weights_read_early = true;
+    for (const std::int64_t m : {1, 16})
+      for (int cols : {16, 32})
+        for (int warps : {1, 4, 16})
+          for (int ksp : {1, 4}) {
+            if (ksp > warps) continue;
+            const cuda::GemvTile tile{cols, warps, ksp};
+            const std::string what = "tile " + std::to_string(cols) + "/" + std::to_string(warps) + "/" +
+                                     std::to_string(ksp) + " M=" + std::to_string(m);
+            const Tensor x = random_x(DType::kF16, m, k, seed + 100 + m);
+            const Tensor y = both(x, m, &tile, nullptr, {}, what);
+            const Tensor ye = both(x, m, &tile, nullptr, early, what + " early");
+            EXPECT_TRUE(y.bytes == ye.bytes) << what << ": the early launch differs";
+          }
+    for (const cuda::RgemmTile& t : rg_tiles) {
+      const Tensor x = random_x(DType::kF16, 70, k, seed + 7);
+      both(x, 70, nullptr, &t, {}, "rgemm nb" + std::to_string(t.nb) + "/ks" + std::to_string(t.k_split));
+    }
+  }
+  // Errors: other activation dtypes on fp16 codes, and a code position that does not exist.
+  const QuantizedWeight qw = random_weight(16, 128, 5);
+  const DevWeight dh(qw, cuda::RepackedCodes::fp16);
+  const std::vector<std::uint8_t> zeros(40 * 128 * 4, 0);
+  const DeviceCopy dx(zeros.data(), 40 * 128 * 4), dy(zeros.data(), 40 * 16 * 4);
+  for (const DType dt : {DType::kBF16, DType::kF32})
+    for (const std::int64_t m : {1, 40}) {
+      EXPECT_THROW(cuda::quantized_matmul_repacked(MatrixView{dx.p, dt, m, 128, 128}, dh.view(), MatrixView{dy.p, dt, m, 16, 16}), Error)
+          << dtype_name(dt) << " M=" << m;
+      EXPECT_THROW(cuda::quantized_matmul_repacked_rgemm(MatrixView{dx.p, dt, m, 128, 128}, dh.view(),
+                                                         MatrixView{dy.p, dt, m, 16, 16}, nullptr, nullptr, nullptr),
+                   Error)
+          << dtype_name(dt) << " M=" << m;
+    }
+  cuda::RepackedWeightView bad = dh.view();
+  bad.codes = static_cast<cuda::RepackedCodes>(7);
+  EXPECT_THROW(cuda::quantized_matmul_repacked(MatrixView{dx.p, DType::kF16, 1, 128, 128}, bad, MatrixView{dy.p, DType::kF16, 1, 16, 16}),
+               Error);
+  EXPECT_THROW(cuda::repack_for_gemv_sm90(WeightView{static_cast<std::uint8_t*>(dh.p), static_cast<std::uint8_t*>(dh.s), 1.0f, 16, 128},
+                                          static_cast<std::uint8_t*>(dh.rp), static_cast<std::uint8_t*>(dh.rs), nullptr,
+                                          static_cast<cuda::RepackedCodes>(7)),
+               Error);
 }
 
 // The wide launch: 17..32 virtual rows on small weights (N x K <= kRpWideMaxWeights) run one GEMV

@@ -15,7 +15,7 @@ void quantized_matmul(const MatrixView&, const WeightView&, const MatrixView&, v
 void quantized_matmul_host(const MatrixView&, const WeightView&, const MatrixView&, const GemvTile*) {
   fail("quantized_matmul", "backend=cuda requested but this build of nvfp4 has no CUDA backend");
 }
-void repack_for_gemv_sm90(const WeightView&, std::uint8_t*, std::uint8_t*, void*) {
+void repack_for_gemv_sm90(const WeightView&, std::uint8_t*, std::uint8_t*, void*, RepackedCodes) {
   fail("cuda::repack_for_gemv_sm90", "this build of nvfp4 has no CUDA backend (the host reference repack_for_gemv_sm90_ref works)");
 }
 void quantized_matmul_repacked(const MatrixView&, const RepackedWeightView&, const MatrixView&, void*,

@@ -22,7 +22,7 @@
 //    writes fp32 partials and finalize_k_split<> sums them in split order, so the result does not depend
 //    on timing. (A "last block sums the tile" epilogue was tried first: its one block per tile
 //    read k_split x 64 x 256 partials at L2 latency, ~25 us at 64 x 4096 x 4096.)
-//  * fp16 activations run the fp16 mma (F16, as the rp kernel: docs/perf-cuda.md 48); fp32
+//  * fp16 activations run the fp16 mma (RpOps, as the rp kernel: docs/perf-cuda.md 48); fp32
 //    activations arrive as 3 exact bf16 pieces (matmul_cuda.cu), virtual rows pc * m_rows + m; an
 //    m-block holds all pieces of its real rows and sums them in the epilogue.
 // Measured (H200, docs/perf-cuda.md 21): 200-270 TFLOP/s at M = 64..256, latency-bound (ncu at
@@ -31,6 +31,7 @@
 
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 #include "kernels/cuda/gemv_sm90_device.cuh"
 
@@ -74,8 +75,9 @@ __device__ __forceinline__ void rg_issue(const std::uint8_t* wblk, const std::ui
 // half chunk and pair of mma steps: the NB activation fragments first, then the RT row tiles'
 // two words decoded, then the HMMAs step-major, so that the two HMMAs into one accumulator are
 // RT * NB instructions apart (a warp here has few neighbours to hide its latencies).
-template <int W, int RT, int NB, bool F16>
+template <int W, int RT, int NB, RpOps O>
 __device__ __forceinline__ void rg_compute(const std::uint8_t* stage, int warp, int lane, float (&acc)[RT][NB][4]) {
+  constexpr bool F16 = rp_f16(O);
   const int g = lane >> 2, t = lane & 3;
   const std::uint8_t* sw = stage + warp * RT * 1024 + lane * 16;                  // + 1024 r + 512 h
   const std::uint8_t* ss = stage + W * RT * 1024 + warp * RT * 128 + lane * 4;   // + 128 r
@@ -105,7 +107,7 @@ __device__ __forceinline__ void rg_compute(const std::uint8_t* stage, int warp, 
 #pragma unroll
         for (int jj = 0; jj < 2; ++jj) {
           const std::uint32_t w = jp == 0 ? (jj == 0 ? q[r].x : q[r].y) : (jj == 0 ? q[r].z : q[r].w);
-          rp_decode_scaled<F16>(w, sg[r], sg8[r], d[r][jj]);
+          rp_decode_scaled<O>(w, sg[r], sg8[r], d[r][jj]);
         }
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj)
@@ -125,7 +127,7 @@ __host__ __device__ constexpr int rg_min_blocks(int w, int rt, int nb) { return 
 
 // Grid: x = m-block (fastest, so the blocks that share a row block's weights run together and
 // the second reads them from L2), y = row block, z = K split.
-template <int W, int RT, int NB, bool F16>
+template <int W, int RT, int NB, RpOps O>
 __global__ void __launch_bounds__(32 * W, rg_min_blocks(W, RT, NB)) gemm_nvfp4_rg_kernel(GemvArgs p, int k_split, float* ws) {
   constexpr int kThreads = 32 * W, MB = 8 * NB, kActCopies = NB * 128 / kThreads, kRows = 16 * RT;
   extern __shared__ __align__(16) std::uint8_t rg_smem[];
@@ -176,7 +178,7 @@ __global__ void __launch_bounds__(32 * W, rg_min_blocks(W, RT, NB)) gemm_nvfp4_r
     const int nslot = slot == 0 ? kStages - 1 : slot - 1;
     if (nxt < c_end) rg_issue<W, RT, NB>(wblk, sblk, p.k, last_tile, a, a_row_bytes, vr, nxt, smem0 + nslot * kStage);
     cp_async_commit();
-    rg_compute<W, RT, NB, F16>(rg_smem + slot * kStage, warp, lane, acc);
+    rg_compute<W, RT, NB, O>(rg_smem + slot * kStage, warp, lane, acc);
     slot = slot + 1 == kStages ? 0 : slot + 1;
   }
   cp_async_wait<0>();
@@ -226,12 +228,12 @@ RgGrid rg_grid(const GemvArgs& a, const RgemmTile& t) {
   return {(a.n + rows - 1) / rows, (a.m_rows + mr - 1) / mr};
 }
 
-template <int W, int RT, int NB, bool F16>
+template <int W, int RT, int NB, RpOps O>
 cudaError_t launch_rg(const GemvArgs& a, const RgemmTile& t, void* workspace, cudaStream_t stream) {
   const RgGrid gr = rg_grid(a, t);
   const std::size_t smem = std::max<std::size_t>(static_cast<std::size_t>(kStages) * rg_stage_bytes(W, RT, NB),
                                                  static_cast<std::size_t>(W) * 8 * NB * kRedPitch * sizeof(float));
-  return launch_split_k_gemm(reinterpret_cast<const void*>(gemm_nvfp4_rg_kernel<W, RT, NB, F16>),
+  return launch_split_k_gemm(reinterpret_cast<const void*>(gemm_nvfp4_rg_kernel<W, RT, NB, O>),
                              dim3(static_cast<unsigned>(gr.m_blocks), static_cast<unsigned>(gr.row_blocks),
                                   static_cast<unsigned>(t.k_split)),
                              dim3(32 * W), smem, a, t.k_split, workspace, stream);
@@ -267,12 +269,15 @@ std::size_t rgemm_workspace_bytes(const GemvArgs& a, const RgemmTile& t) {
 }
 
 cudaError_t gemm_nvfp4_sm90_repacked(const GemvArgs& a, const RgemmTile& t, void* workspace, cudaStream_t stream) {
-  if (a.a_f16 && a.pieces != 1) return cudaErrorInvalidValue;
-  if (a.a_f16)
-    return t.nb == 4 ? launch_rg<kWarps, kRowTiles, 4, true>(a, t, workspace, stream)
-                     : launch_rg<kWarps, kRowTiles, 8, true>(a, t, workspace, stream);
-  return t.nb == 4 ? launch_rg<kWarps, kRowTiles, 4, false>(a, t, workspace, stream)
-                   : launch_rg<kWarps, kRowTiles, 8, false>(a, t, workspace, stream);
+  if ((a.a_f16 && a.pieces != 1) || (a.f16_codes && !a.a_f16)) return cudaErrorInvalidValue;
+  auto launch = [&](auto ops) {
+    constexpr RpOps O = decltype(ops)::value;
+    return t.nb == 4 ? launch_rg<kWarps, kRowTiles, 4, O>(a, t, workspace, stream)
+                     : launch_rg<kWarps, kRowTiles, 8, O>(a, t, workspace, stream);
+  };
+  if (!a.a_f16) return launch(std::integral_constant<RpOps, RpOps::kBf16>{});
+  return a.f16_codes ? launch(std::integral_constant<RpOps, RpOps::kF16>{})
+                     : launch(std::integral_constant<RpOps, RpOps::kF16OnBf16Codes>{});
 }
 
 std::string gemm_nvfp4_sm90_repacked_name(const RgemmTile& t) {

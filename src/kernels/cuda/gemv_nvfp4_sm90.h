@@ -24,6 +24,7 @@ struct GemvArgs {
   const void* a = nullptr;
   std::int64_t a_stride = 0;
   bool a_f16 = false;   // fp16 operand (else bf16)
+  bool f16_codes = false;  // repacked kernels: the weights' codes at fp16 bit positions (needs a_f16)
   int pieces = 1;       // 1 (bf16, fp16) or 3 (fp32 as 3 exact bf16 pieces)
   int m_rows = 1;       // real rows (GEMV launches: pieces * m_rows <= 48, <= 16 when pieces == 1; the repacked GEMM: any)
   void* y = nullptr;
@@ -54,6 +55,6 @@ std::size_t gemv_nvfp4_sm90_smem_bytes(const GemvArgs& args, const GemvTile& til
 cudaError_t gemv_nvfp4_sm90_repacked(const GemvArgs& args, const GemvTile& tile, cudaStream_t stream);
 const char* gemv_nvfp4_sm90_repacked_name(const GemvArgs& args, const GemvTile& tile);
 cudaError_t repack_nvfp4_sm90(const std::uint8_t* packed, const std::uint8_t* scales, std::int64_t n, std::int64_t k,
-                              std::uint8_t* out_packed, std::uint8_t* out_scales, cudaStream_t stream);
+                              bool f16_codes, std::uint8_t* out_packed, std::uint8_t* out_scales, cudaStream_t stream);
 
 }  // namespace nvfp4::cuda

@@ -29,7 +29,7 @@ __device__ __forceinline__ uint4 ld_stream16_nohint(const std::uint8_t* p) {
 // Repacked kernel ("rp"): weights in the gemv_sm90 layout (repack_nvfp4_sm90.h), bf16 or fp16
 // operand rows, 1..32 virtual rows (NB = 1 n8 tile for <= 8, 2 for <= 16, 4 for <= 32: the API
 // runs that one only on small weights, docs/perf-cuda.md 30): bf16 and fp16 activations as they
-// are (fp16: the fp16 mma, F16), fp32 as 3 exact bf16 pieces prepared by the API layer and summed
+// are (fp16: the fp16 mma, RpOps), fp32 as 3 exact bf16 pieces prepared by the API layer and summed
 // in the epilogue (reduce_and_store). Overlapped (programmatic dependent) launch when GemvArgs::pdl.
 // Per lane and 64-k chunk: one 16-byte load = 32 weights = the A fragments of 4 mma steps for
 // rows g, g+8; per 2 chunks one 4-byte scale load. Per 32 weights: decode 4 x 9 integer ops,
@@ -64,14 +64,15 @@ __device__ __forceinline__ std::uint32_t ld_early4(const std::uint8_t* p) {
 }
 
 // Half h of a chunk pair of RT row tiles (weights w, scales s) against NB n8 tiles of
-// activation words xw (this half's), added to acc: decode, scale, mma. F16: fp16 activation words
-// and the fp16 mma; the decoded codes move to fp16 bit positions (2 more integer ops per
-// register) and the scales come as fp16, so e2m1 * |s| * 2^-7 is the same exact product.
-template <int RT, int NB, bool F16>
+// activation words xw (this half's), added to acc: decode, scale, mma. fp16 operands (O != kBf16):
+// fp16 activation words and the fp16 mma, the codes at fp16 bit positions (rp_decode_scaled) and
+// the scales as fp16, so e2m1 * |s| * 2^-7 is the same exact product.
+template <int RT, int NB, RpOps O>
 __device__ __forceinline__ void rp_half(int h, const uint4 (&w)[RT][2], const std::uint32_t (&s)[RT],
                                         const std::uint32_t (&xw)[NB][8], float (&acc)[RT][NB][4]) {
 #pragma unroll
   for (int r = 0; r < RT; ++r) {
+    constexpr bool F16 = rp_f16(O);
     const std::uint32_t sg = h ? rp_scale<2, F16>(s[r]) : rp_scale<0, F16>(s[r]);
     const std::uint32_t sg8 = h ? rp_scale<3, F16>(s[r]) : rp_scale<1, F16>(s[r]);
     const uint4 q4 = w[r][h];
@@ -79,7 +80,7 @@ __device__ __forceinline__ void rp_half(int h, const uint4 (&w)[RT][2], const st
     for (int j = 0; j < 4; ++j) {
       const std::uint32_t q = j == 0 ? q4.x : (j == 1 ? q4.y : (j == 2 ? q4.z : q4.w));
       std::uint32_t d[4];
-      rp_decode_scaled<F16>(q, sg, sg8, d);
+      rp_decode_scaled<O>(q, sg, sg8, d);
 #pragma unroll
       for (int b = 0; b < NB; ++b)
         mma16816<F16>(acc[r][b], d[0], d[1], d[2], d[3], xw[b][2 * j], xw[b][2 * j + 1]);
@@ -100,7 +101,7 @@ __device__ __forceinline__ void rp_load_x(const uint4* px, std::uint32_t (&xw)[8
 // EARLY (RepackedMatmulOptions::weights_read_early): both buffers are loaded before the PDL
 // wait, which this function then issues; the activation bases pass through a volatile asm after
 // it, so no activation load is hoisted above the wait.
-template <int RT, int NB, bool EARLY, bool F16>
+template <int RT, int NB, bool EARLY, RpOps O>
 __device__ __forceinline__ void rp_accumulate(const std::uint8_t* const (&wt)[RT], const std::uint8_t* const (&st)[RT],
                                               const std::uint16_t* const (&xr_in)[NB], int c_beg,
                                               int c_end, float (&acc)[RT][NB][4]) {
@@ -135,7 +136,7 @@ __device__ __forceinline__ void rp_accumulate(const std::uint8_t* const (&wt)[RT
         // per pair, immediate offsets for the halves (a signed (2cp + h) * 64 cost 5 integer ops
         // per half in SASS).
         rp_load_x(reinterpret_cast<const uint4*>(xr[b]) + static_cast<std::uint32_t>(cp) * 16u + 8 * h, xw[b]);
-      rp_half<RT, NB, F16>(h, w, s, xw, acc);
+      rp_half<RT, NB, O>(h, w, s, xw, acc);
     }
   };
   uint4 wa[RT][2], wb[RT][2];
@@ -168,7 +169,7 @@ __device__ __forceinline__ void rp_accumulate(const std::uint8_t* const (&wt)[RT
 // M <= 8 keeps the loop above: in this pointer form ptxas issued the next pair's loads late in
 // the compute and M = 1 ran 5% slower.
 // EARLY (RT = 1 only): both buffers are loaded before the PDL wait, as in rp_accumulate.
-template <int RT, int NB, bool EARLY, bool F16>
+template <int RT, int NB, bool EARLY, RpOps O>
 __device__ __forceinline__ void rp_accumulate_m16(const std::uint8_t* const (&wt)[RT],
                                                    const std::uint8_t* const (&st)[RT],
                                                    const std::uint16_t* const (&xr)[NB], int c_beg, int c_end,
@@ -198,7 +199,7 @@ __device__ __forceinline__ void rp_accumulate_m16(const std::uint8_t* const (&wt
       std::uint32_t xw[NB][8];
 #pragma unroll
       for (int b = 0; b < NB; ++b) rp_load_x(xp[b] + 16 * i + 8 * h, xw[b]);
-      rp_half<RT, NB, F16>(h, w, s, xw, acc);
+      rp_half<RT, NB, O>(h, w, s, xw, acc);
     }
   };
   auto advance = [&](int pairs) {
@@ -268,7 +269,7 @@ __device__ __forceinline__ void rp_activation_rows(const GemvArgs& p, int g, int
 // One instantiation for both launches: without the PDL attribute griddepcontrol is a no-op.
 // EARLY (M <= 8, and M = 9..16 at RT = 1): the weights' first loads precede the wait
 // (rp_accumulate, rp_accumulate_m16).
-template <int RT, int NB, bool EARLY, bool F16>
+template <int RT, int NB, bool EARLY, RpOps O>
 __global__ void __launch_bounds__(512) gemv_nvfp4_rp_kernel(GemvArgs p, int k_split) {
   extern __shared__ float rp_red[];
   const auto ws = warp_slot<int>(k_split, static_cast<int>(p.k / 128));  // k-steps: chunk pairs
@@ -304,13 +305,13 @@ __global__ void __launch_bounds__(512) gemv_nvfp4_rp_kernel(GemvArgs p, int k_sp
   float acc[RT][NB][4];
   zero_accumulators(acc);
   if constexpr (NB == 1)
-    rp_accumulate<RT, NB, EARLY, F16>(wt, st, xr, c_beg, c_end, acc);
+    rp_accumulate<RT, NB, EARLY, O>(wt, st, xr, c_beg, c_end, acc);
   else
-    rp_accumulate_m16<RT, NB, EARLY, F16>(wt, st, xr, c_beg, c_end, acc);
+    rp_accumulate_m16<RT, NB, EARLY, O>(wt, st, xr, c_beg, c_end, acc);
   reduce_and_store<RT, NB>(acc, rp_red, p, warp, k_split, groups, g, t);
 }
 
-template <int RT, int NB, bool EARLY, bool F16>
+template <int RT, int NB, bool EARLY, RpOps O>
 cudaError_t launch_rp(const GemvArgs& a, const GemvTile& tile, cudaStream_t stream) {
   const int warps = tile.warps_per_block, ks = tile.k_split;
   const int groups = warps / ks;
@@ -327,19 +328,19 @@ cudaError_t launch_rp(const GemvArgs& a, const GemvTile& tile, cudaStream_t stre
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = a.pdl ? 1 : 0;  // a plain launch carries no attribute (no PDL before sm_90)
-  return cudaLaunchKernelEx(&cfg, gemv_nvfp4_rp_kernel<RT, NB, EARLY, F16>, a, ks);
+  return cudaLaunchKernelEx(&cfg, gemv_nvfp4_rp_kernel<RT, NB, EARLY, O>, a, ks);
 }
 
 // One thread per (row tile, chunk, lane): 16 packed bytes, and the 4 scale bytes on even chunks.
 __global__ void repack_nvfp4_kernel(const std::uint8_t* packed, const std::uint8_t* scales, std::int64_t n, std::int64_t k,
-                                    std::uint8_t* out_p, std::uint8_t* out_s) {
+                                    bool f16_codes, std::uint8_t* out_p, std::uint8_t* out_s) {
   const std::int64_t chunks = k / 64, total = (n / 16) * chunks * 32;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const int lane = static_cast<int>(i % 32);
     const std::int64_t c = (i / 32) % chunks, tl = i / 32 / chunks;
     std::uint32_t q[4];
-    repack::lane_words(packed, scales, k, tl, c, lane, q);
+    repack::lane_words(packed, scales, k, tl, c, lane, f16_codes, q);
     reinterpret_cast<uint4*>(out_p)[i] = make_uint4(q[0], q[1], q[2], q[3]);
     if (c % 2 == 0) {
       std::uint8_t s[4];
@@ -353,35 +354,37 @@ __global__ void repack_nvfp4_kernel(const std::uint8_t* packed, const std::uint8
 }  // namespace
 
 cudaError_t repack_nvfp4_sm90(const std::uint8_t* packed, const std::uint8_t* scales, std::int64_t n, std::int64_t k,
-                              std::uint8_t* out_p, std::uint8_t* out_s, cudaStream_t stream) {
+                              bool f16_codes, std::uint8_t* out_p, std::uint8_t* out_s, cudaStream_t stream) {
   const std::int64_t total = (n / 16) * (k / 64) * 32;
   const int threads = 256;
   const int blocks = static_cast<int>(std::min<std::int64_t>((total + threads - 1) / threads, 65535));
-  repack_nvfp4_kernel<<<blocks, threads, 0, stream>>>(packed, scales, n, k, out_p, out_s);
+  repack_nvfp4_kernel<<<blocks, threads, 0, stream>>>(packed, scales, n, k, f16_codes, out_p, out_s);
   return cudaGetLastError();
 }
 
 namespace {
-// The launches of one operand type (F16: fp16 activation rows, the fp16 mma).
-template <bool F16>
+// The launches of one operand type (RpOps).
+template <RpOps O>
 cudaError_t launch_rp_any(const GemvArgs& a, const GemvTile& tile, cudaStream_t stream) {
   const bool rt2 = tile.cols_per_warp == 32, nb2 = a.pieces * a.m_rows > 8;
   // 17..32 virtual rows (the API's wide launch on small weights): four n8 tiles, one row tile
   // per warp whatever the tile says (rp<1,4> already takes 90 registers; docs/perf-cuda.md 30).
   if (a.pieces * a.m_rows > 32) return cudaErrorInvalidValue;
-  if (a.pieces * a.m_rows > 16) return launch_rp<1, 4, false, F16>(a, tile, stream);
-  if (nb2 && a.pdl && a.early_weights && !rt2) return launch_rp<1, 2, true, F16>(a, tile, stream);
-  if (nb2) return rt2 ? launch_rp<2, 2, false, F16>(a, tile, stream) : launch_rp<1, 2, false, F16>(a, tile, stream);
+  if (a.pieces * a.m_rows > 16) return launch_rp<1, 4, false, O>(a, tile, stream);
+  if (nb2 && a.pdl && a.early_weights && !rt2) return launch_rp<1, 2, true, O>(a, tile, stream);
+  if (nb2) return rt2 ? launch_rp<2, 2, false, O>(a, tile, stream) : launch_rp<1, 2, false, O>(a, tile, stream);
   if (a.pdl && a.early_weights)
-    return rt2 ? launch_rp<2, 1, true, F16>(a, tile, stream) : launch_rp<1, 1, true, F16>(a, tile, stream);
-  return rt2 ? launch_rp<2, 1, false, F16>(a, tile, stream) : launch_rp<1, 1, false, F16>(a, tile, stream);
+    return rt2 ? launch_rp<2, 1, true, O>(a, tile, stream) : launch_rp<1, 1, true, O>(a, tile, stream);
+  return rt2 ? launch_rp<2, 1, false, O>(a, tile, stream) : launch_rp<1, 1, false, O>(a, tile, stream);
 }
 }  // namespace
 
-// fp16 activations (a.a_f16, one piece) run the fp16 instantiations: the same tiles and launches.
+// fp16 activations (a.a_f16, one piece) run the fp16 instantiations: the same tiles and launches;
+// fp16 codes (a.f16_codes) take fp16 activations only.
 cudaError_t gemv_nvfp4_sm90_repacked(const GemvArgs& a, const GemvTile& tile, cudaStream_t stream) {
-  if (a.a_f16 && a.pieces != 1) return cudaErrorInvalidValue;
-  return a.a_f16 ? launch_rp_any<true>(a, tile, stream) : launch_rp_any<false>(a, tile, stream);
+  if ((a.a_f16 && a.pieces != 1) || (a.f16_codes && !a.a_f16)) return cudaErrorInvalidValue;
+  if (!a.a_f16) return launch_rp_any<RpOps::kBf16>(a, tile, stream);
+  return a.f16_codes ? launch_rp_any<RpOps::kF16>(a, tile, stream) : launch_rp_any<RpOps::kF16OnBf16Codes>(a, tile, stream);
 }
 
 const char* gemv_nvfp4_sm90_repacked_name(const GemvArgs& a, const GemvTile& tile) {

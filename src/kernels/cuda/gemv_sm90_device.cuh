@@ -111,25 +111,37 @@ __device__ __forceinline__ std::uint32_t rp_scale(std::uint32_t s) {
   return F16 ? v * 128u + 0x30003000u : v * 16u + 0x76007600u;
 }
 
+// The operands of a repacked-layout kernel (the rp GEMV, the rg GEMM): bf16 rows on bf16 codes,
+// fp16 rows on bf16 codes (moved to fp16 bit positions in the decode), or fp16 rows on fp16 codes
+// (RepackedCodes::fp16: decoded in place). fp32 rows arrive as bf16 pieces (kBf16).
+enum class RpOps { kBf16, kF16OnBf16Codes, kF16 };
+__host__ __device__ constexpr bool rp_f16(RpOps o) { return o != RpOps::kBf16; }
+
 // A decoded register (two E2M1 codes at bf16 bits (s, e1, e0, m) = (15, 8, 7, 6), rp_decode) ->
 // the same codes at fp16 bits (15, 11, 10, 9): e2m1 * 2^-14 instead of e2m1 * 2^-126 (code 1, 0.5,
 // is an fp16 subnormal as it is a bf16 one). d has no other bits set, and d << 3 has none at 15
 // or 31, so one shift and one LOP3 ((d << 3 | d) & mask) move the magnitudes and keep the signs.
 __device__ __forceinline__ std::uint32_t rp_bf16_codes_to_f16(std::uint32_t d) {
-  return ((d << 3) | d) & 0x8E008E00u;
+  return ((d << 3) | d) & repack::kMaskF;
 }
 
-// One layout word q -> the 4 A registers of its mma step, decoded (rp_decode; F16: at fp16 bit
-// positions) and scaled: registers 0 / 2 (row g) by sg, 1 / 3 (row g + 8) by sg8 (rp_scale<.., F16>
-// of the same half chunk). Exact: e2m1 * |s| * 2^-7. Shared by the rp GEMV and the rg GEMM.
-template <bool F16>
+// One layout word q -> the 4 A registers of its mma step, decoded at the bit positions of O's
+// activation type (rp_decode, + rp_bf16_codes_to_f16, or repack::decode_word_f16) and scaled:
+// registers 0 / 2 (row g) by sg, 1 / 3 (row g + 8) by sg8 (rp_scale<.., rp_f16(O)> of the same
+// half chunk). Exact: e2m1 * |s| * 2^-7. Shared by the rp GEMV and the rg GEMM.
+template <RpOps O>
 __device__ __forceinline__ void rp_decode_scaled(std::uint32_t q, std::uint32_t sg, std::uint32_t sg8,
                                                  std::uint32_t d[4]) {
-  rp_decode(q, d);
-  if constexpr (F16) {
+  if constexpr (O == RpOps::kF16) {
+    repack::decode_word_f16(q, d);
+  } else {
+    rp_decode(q, d);
+    if constexpr (O == RpOps::kF16OnBf16Codes) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) d[i] = rp_bf16_codes_to_f16(d[i]);
+      for (int i = 0; i < 4; ++i) d[i] = rp_bf16_codes_to_f16(d[i]);
+    }
   }
+  constexpr bool F16 = rp_f16(O);
   d[0] = mul2<F16>(d[0], sg);
   d[1] = mul2<F16>(d[1], sg8);
   d[2] = mul2<F16>(d[2], sg);

@@ -408,9 +408,12 @@ void quantized_matmul_panel(const MatrixView& x, const WeightView& w, const Matr
   gemm_nvfp4_dequant_cublas(x, w, y, stream);
 }
 
-void repack_for_gemv_sm90(const WeightView& w, std::uint8_t* packed_out, std::uint8_t* scales_out, void* stream_v) {
+void repack_for_gemv_sm90(const WeightView& w, std::uint8_t* packed_out, std::uint8_t* scales_out, void* stream_v,
+                          RepackedCodes codes) {
   const char* op = "cuda::repack_for_gemv_sm90";
   const std::string shape = "N=" + std::to_string(w.n) + " K=" + std::to_string(w.k);
+  if (codes != RepackedCodes::bf16 && codes != RepackedCodes::fp16)
+    fail(op, "unknown RepackedCodes value " + std::to_string(static_cast<int>(codes)) + " (" + shape + ")");
   if (!repack_for_gemv_sm90_supported(w.n, w.k)) fail(op, "needs N % 16 == 0 and K % 128 == 0 (got " + shape + ")");
   require_available(op, shape);
   require_device_pointers(op, shape, {{w.packed, "packed"}, {w.scales, "scales"}, {packed_out, "packed output"},
@@ -422,7 +425,8 @@ void repack_for_gemv_sm90(const WeightView& w, std::uint8_t* packed_out, std::ui
   if (overlap(packed_out, pb, w.packed, pb) || overlap(packed_out, pb, w.scales, sb) || overlap(scales_out, sb, w.packed, pb) ||
       overlap(scales_out, sb, w.scales, sb) || overlap(packed_out, pb, scales_out, sb))
     fail(op, "outputs must not overlap the inputs or each other (" + shape + ")");
-  check(repack_nvfp4_sm90(w.packed, w.scales, w.n, w.k, packed_out, scales_out, static_cast<cudaStream_t>(stream_v)), op,
+  check(repack_nvfp4_sm90(w.packed, w.scales, w.n, w.k, codes == RepackedCodes::fp16, packed_out, scales_out,
+                          static_cast<cudaStream_t>(stream_v)), op,
         "kernel launch for " + shape);
 }
 
@@ -430,6 +434,11 @@ namespace {
 
 // The repacked bytes under the canonical view's fields (shape, tensor scale; the layout differs).
 WeightView as_weight_view(const RepackedWeightView& w) { return {w.packed, w.scales, w.tensor_scale, w.n, w.k}; }
+GemvArgs repacked_args(const RepackedWeightView& w) {
+  GemvArgs a = weight_args(as_weight_view(w));
+  a.f16_codes = w.codes == RepackedCodes::fp16;
+  return a;
+}
 
 // Checks shared by the repacked entry points; returns the shape string for messages.
 std::string validate_repacked(const char* op, const MatrixView& x, const RepackedWeightView& w, const MatrixView& y) {
@@ -437,6 +446,11 @@ std::string validate_repacked(const char* op, const MatrixView& x, const Repacke
   validate_matmul(op, x, wv, y);
   const std::string shape = shape_of(x, wv);
   if (!repack_for_gemv_sm90_supported(w.n, w.k)) fail(op, "repacked weights need N % 16 == 0 and K % 128 == 0 (" + shape + ")");
+  if (w.codes != RepackedCodes::bf16 && w.codes != RepackedCodes::fp16)
+    fail(op, "unknown RepackedCodes value " + std::to_string(static_cast<int>(w.codes)) + " (" + shape + ")");
+  if (w.codes == RepackedCodes::fp16 && x.dtype != DType::kF16)
+    fail(op, "weights repacked with fp16 codes take fp16 activations only; repack with RepackedCodes::bf16 for " +
+                 std::string(dtype_name(x.dtype)) + " rows (" + shape + ")");
   if (x.rows == 0) return shape;
   require_available(op, shape);
   if (reinterpret_cast<std::uintptr_t>(w.packed) % 16 != 0 || reinterpret_cast<std::uintptr_t>(w.scales) % 4 != 0)
@@ -460,7 +474,7 @@ void run_rgemm(const char* op, const std::string& shape, const MatrixView& x, co
                const RepackedMatmulOptions& options) {
   const int pieces = repacked_pieces(x.dtype);
   const bool direct = pieces == 1 && rows_readable_in_place(x, w.k);
-  GemvArgs a = weight_args(as_weight_view(w));
+  GemvArgs a = repacked_args(w);
   a.pdl = options.overlapped_launch && hopper_paths();  // PDL is sm_90+
   const RgemmTile tile = tile_in ? *tile_in : rgemm_pick_tile(device_info().sms, w.n, w.k, pieces * x.rows);
   run_row_chunks(op, shape, x, y, pieces, direct, static_cast<int>(std::min<std::int64_t>(x.rows, 1 << 30)), stream, a,
@@ -498,7 +512,7 @@ void quantized_matmul_repacked_tile(const MatrixView& x, const RepackedWeightVie
   // their dtype) is prepared into a stream-ordered workspace. At most 16 virtual rows per launch
   // (the kernel's two n8 tiles), or one wide launch of up to 32.
   const bool direct = pieces == 1 && rows_readable_in_place(x, w.k);
-  GemvArgs a = weight_args(as_weight_view(w));
+  GemvArgs a = repacked_args(w);
   a.pdl = options.overlapped_launch && hopper_paths();  // PDL is sm_90+: elsewhere the plain launch
   a.early_weights = options.weights_read_early;
   const int cc = tile_in ? 0 : device_cc();

@@ -12,7 +12,7 @@ namespace nvfp4::cuda {
 
 bool repack_for_gemv_sm90_supported(std::int64_t n, std::int64_t k) { return repack::shape_ok(n, k); }
 
-void repack_for_gemv_sm90_ref(const WeightView& w, std::uint8_t* packed_out, std::uint8_t* scales_out) {
+void repack_for_gemv_sm90_ref(const WeightView& w, std::uint8_t* packed_out, std::uint8_t* scales_out, RepackedCodes codes) {
   const char* op = "cuda::repack_for_gemv_sm90_ref";
   if (!repack::shape_ok(w.n, w.k))
     fail(op, "needs N % 16 == 0 and K % 128 == 0 (got N=" + std::to_string(w.n) + " K=" + std::to_string(w.k) + ")");
@@ -23,7 +23,7 @@ void repack_for_gemv_sm90_ref(const WeightView& w, std::uint8_t* packed_out, std
     for (std::int64_t c = 0; c < chunks; ++c)
       for (int lane = 0; lane < 32; ++lane) {
         std::uint32_t q[4];
-        repack::lane_words(w.packed, w.scales, w.k, tl, c, lane, q);
+        repack::lane_words(w.packed, w.scales, w.k, tl, c, lane, codes == RepackedCodes::fp16, q);
         std::memcpy(packed_out + ((tl * chunks + c) * 32 + lane) * 16, q, 16);  // little-endian words
         if (c % 2 == 0) {
           std::uint8_t s[4];

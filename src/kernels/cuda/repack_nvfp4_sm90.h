@@ -27,7 +27,18 @@
 //     r3 = ((q << 6) & 0x80C080C0) | ((q >> 2) & 0x01000100)
 //   (No 4 rotations of M tile 32 bits -- {6,7,8,15} does not tile Z16, checked exhaustively --
 //   so the 4th register takes two shifts.) The repack places each weight bit at the source bit
-//   of its target (kSrcBit below), so decode(repack(w)) is the identity by construction.
+//   of its target (src_bit below), so decode(repack(w)) is the identity by construction.
+//
+// fp16 codes (RepackedCodes::fp16, for engines whose activations are fp16): the same words with
+//   the codes at fp16 bits (15, 11, 10, 9), e2m1 * 2^-14 (code 1 an fp16 subnormal), so the fp16
+//   mma takes them with no move (the bf16 codes need 2 more ops per register for fp16 rows,
+//   docs/perf-cuda.md 48). {9,10,11,15} admits only two disjoint rotations in Z16, so registers
+//   2 and 3 are gathered by a multiply whose two shifted copies of the masked bits do not
+//   overlap (an exact shift-and-or, as the wgmma GEMM's decode does), 9 ops as for bf16:
+//     r0 = q & F                        F = 0x8E008E00 (bits 9,10,11,15,25,26,27,31)
+//     r1 = rotr(q, 3) & F
+//     r2 = ((q & 0x003A003A) * 0x4040) & F      magnitudes << 6, signs << 14
+//     r3 = ((q & 0x01C101C1) * 0x8008) & F      magnitudes << 3, signs << 15
 //
 // scales: [tile][chunk pair = K/128][lane][4 bytes]: bytes (row g, block t of chunk 2c),
 //   (row g+8, same), (row g, block t of chunk 2c+1), (row g+8, same). Each byte is the block
@@ -50,25 +61,35 @@ namespace nvfp4::cuda::repack {
 constexpr int kTileRows = 16;
 constexpr int kChunkK = 64;
 constexpr std::uint32_t kMaskP = 0x81C081C0u;
+constexpr std::uint32_t kMaskF = 0x8E008E00u;   // fp16 codes (see the header comment)
+constexpr std::uint32_t kF16Src2 = 0x003A003Au, kF16Mul2 = 0x4040u;  // r2: bits 1,3,4,5 (+16): << 6 and << 14
+constexpr std::uint32_t kF16Src3 = 0x01C101C1u, kF16Mul3 = 0x8008u;  // r3: bits 0,6,7,8 (+16): << 3 and << 15
 
 inline bool shape_ok(std::int64_t n, std::int64_t k) { return n > 0 && k > 0 && n % 16 == 0 && k % 128 == 0; }
 
-// Bit position p (0..31) inside register r (0..3) of a decoded word: p = 16*h + b with
-// b in {6,7,8,15}: half h, nibble bit (m, e0, e1, s) = (6, 7, 8, 15). Source bit in q:
-NVFP4_HD int src_bit(int r, int p) {
+// Bit position p (0..31) inside register r (0..3) of a decoded word: p = 16*h + b with b the
+// nibble bit's place in a half (nibble_bit_pos). Its source bit in q, for bf16 codes
+// (b in {6,7,8,15}) or fp16 codes (f16: b in {9,10,11,15}):
+NVFP4_HD int src_bit(int r, int p, bool f16) {
+  const int b = p & 15;
+  if (f16) {
+    switch (r) {
+      case 0: return p;
+      case 1: return (p + 3) & 31;
+      case 2: return b == 15 ? p - 14 : p - 6;
+      default: return b == 15 ? p - 15 : p - 3;
+    }
+  }
   switch (r) {
     case 0: return p;
     case 1: return (p + 6) & 31;
     case 2: return (p + 12) & 31;
-    default: {
-      const int b = p & 15;
-      return b == 8 ? p + 2 : p - 6;  // (q >> 2) feeds bits 8, 24; (q << 6) the rest
-    }
+    default: return b == 8 ? p + 2 : p - 6;  // (q >> 2) feeds bits 8, 24; (q << 6) the rest
   }
 }
 
-NVFP4_HD int nibble_bit_pos(int bit) {  // E2M1 bit 0..3 (m, e0, e1, s) -> bf16 bit in a half
-  return bit == 0 ? 6 : (bit == 1 ? 7 : (bit == 2 ? 8 : 15));
+NVFP4_HD int nibble_bit_pos(int bit, bool f16) {  // E2M1 bit 0..3 (m, e0, e1, s) -> bit in a half
+  return bit == 3 ? 15 : (f16 ? 9 : 6) + bit;
 }
 
 // The private scale byte of an E4M3 byte (see the header comment).
@@ -87,9 +108,9 @@ NVFP4_HD std::uint8_t code_at(const std::uint8_t* packed, std::int64_t k_total, 
   return static_cast<std::uint8_t>((k & 1) ? (byte >> 4) : (byte & 0xF));
 }
 
-// The 16 packed bytes (4 words) of (tile, chunk, lane), from canonical packed/scales.
+// The 16 packed bytes (4 words) of (tile, chunk, lane), from canonical packed/scales; f16: fp16 codes.
 NVFP4_HD void lane_words(const std::uint8_t* packed, const std::uint8_t* scales, std::int64_t k_total, std::int64_t tile,
-                         std::int64_t chunk, int lane, std::uint32_t out[4]) {
+                         std::int64_t chunk, int lane, bool f16, std::uint32_t out[4]) {
   const int g = lane >> 2, t = lane & 3;
   const std::int64_t rows[2] = {tile * 16 + g, tile * 16 + g + 8};
   const std::int64_t blk = chunk * 4 + t;  // block index along K
@@ -103,8 +124,8 @@ NVFP4_HD void lane_words(const std::uint8_t* packed, const std::uint8_t* scales,
       for (int half = 0; half < 2; ++half) {
         const std::uint8_t c = zero[rh] ? 0 : code_at(packed, k_total, rows[rh], k0 + half);
         for (int bit = 0; bit < 4; ++bit) {
-          const int p = 16 * half + nibble_bit_pos(bit);
-          if ((c >> bit) & 1) q |= 1u << src_bit(r, p);
+          const int p = 16 * half + nibble_bit_pos(bit, f16);
+          if ((c >> bit) & 1) q |= 1u << src_bit(r, p, f16);
         }
       }
     }
@@ -130,6 +151,13 @@ NVFP4_HD void decode_word(std::uint32_t q, std::uint32_t r[4]) {
   r[1] = rotr32(q, 6) & kMaskP;
   r[2] = rotr32(q, 12) & kMaskP;
   r[3] = ((q << 6) & 0x80C080C0u) | ((q >> 2) & 0x01000100u);
+}
+// fp16 codes: the kernels' decode too (rp_decode_scaled).
+NVFP4_HD void decode_word_f16(std::uint32_t q, std::uint32_t r[4]) {
+  r[0] = q & kMaskF;
+  r[1] = rotr32(q, 3) & kMaskF;
+  r[2] = ((q & kF16Src2) * kF16Mul2) & kMaskF;
+  r[3] = ((q & kF16Src3) * kF16Mul3) & kMaskF;
 }
 
 }  // namespace nvfp4::cuda::repack
