@@ -20,7 +20,7 @@
 //   (x[16t+4j], x[16t+4j+1]) and (x[16t+4j+2], x[16t+4j+3]): two aligned bf16 pairs, no PRMT.
 //   Inside a word, each register r (a0..a3 = r0..r3) is a bf16 pair whose halves carry one E2M1
 //   code each at bits (sign, e1, e0, m) = (15, 8, 7, 6) (+16 for the high half): that reads as
-//   e2m1 * 2^-126 (code 1 is a bf16 subnormal). The decode, per word q (8 ops for 4 registers):
+//   e2m1 * 2^-126 (code 1 is a bf16 subnormal). The decode, per word q (9 integer ops for 4 registers):
 //     r0 = q & M                        M = 0x81C081C0 (bits 6,7,8,15,22,23,24,31)
 //     r1 = rotr(q, 6) & M
 //     r2 = rotr(q, 12) & M
