@@ -91,13 +91,9 @@ __device__ __forceinline__ void pdl_wait() { NVFP4_PDL_ASM("griddepcontrol.wait;
 #undef NVFP4_PDL_ASM
 
 // The repacked layout's decode (repack_nvfp4_sm90.h): one 32-bit word -> the 4 bf16x2 A-fragment
-// registers of one mma step (e2m1 * 2^-126 each), 9 integer ops.
-__device__ __forceinline__ void rp_decode(std::uint32_t q, std::uint32_t r[4]) {
-  r[0] = q & repack::kMaskP;
-  r[1] = __funnelshift_r(q, q, 6) & repack::kMaskP;
-  r[2] = __funnelshift_r(q, q, 12) & repack::kMaskP;
-  r[3] = ((q << 6) & 0x80C080C0u) | ((q >> 2) & 0x01000100u);
-}
+// registers of one mma step (e2m1 * 2^-126 each), 8 integer ops: repack::decode_word, the one
+// definition the host tests check.
+__device__ __forceinline__ void rp_decode(std::uint32_t q, std::uint32_t r[4]) { repack::decode_word(q, r); }
 
 // Private scale byte `sel` of s -> bf16x2 (|scale| * 2^119, broadcast) or fp16x2 (|scale| * 2^7):
 // PRMT + IMAD. The byte is (E << 3) | m with |scale| = 2^(E-10) (1 + m/8), E = 1..18 (NaN: 159;

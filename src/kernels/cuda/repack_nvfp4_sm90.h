@@ -20,14 +20,18 @@
 //   (x[16t+4j], x[16t+4j+1]) and (x[16t+4j+2], x[16t+4j+3]): two aligned bf16 pairs, no PRMT.
 //   Inside a word, each register r (a0..a3 = r0..r3) is a bf16 pair whose halves carry one E2M1
 //   code each at bits (sign, e1, e0, m) = (15, 8, 7, 6) (+16 for the high half): that reads as
-//   e2m1 * 2^-126 (code 1 is a bf16 subnormal). The decode, per word q (9 integer ops for 4 registers):
+//   e2m1 * 2^-126 (code 1 is a bf16 subnormal). The decode, per word q (8 integer ops for 4 registers):
 //     r0 = q & M                        M = 0x81C081C0 (bits 6,7,8,15,22,23,24,31)
-//     r1 = rotr(q, 6) & M
-//     r2 = rotr(q, 12) & M
-//     r3 = ((q << 6) & 0x80C080C0) | ((q >> 2) & 0x01000100)
-//   (No 4 rotations of M tile 32 bits -- {6,7,8,15} does not tile Z16, checked exhaustively --
-//   so the 4th register takes two shifts.) The repack places each weight bit at the source bit
-//   of its target (src_bit below), so decode(repack(w)) is the identity by construction.
+//     r1 = rotr(q, 3) & M
+//     r2 = rotr(q, 6) & M
+//     r3 = ((q & 0x001B001B) * 0x4108) & M      bits 3,4 (+16) << 3, bit 0 << 8, bit 1 << 14
+//   No 4 rotations of M tile 32 bits ({6,7,8,15} does not tile Z16, checked exhaustively), so the
+//   4th register is gathered by one multiply: its 8 bits masked, times 2^3 + 2^8 + 2^14, whose
+//   three shifted copies only ever sum in bits outside M (no carry reaches M: checked over all
+//   256 values of the masked bits, tests/cuda/test_repack_cuda.cpp). Until 2026-12-02 r1 / r2 were
+//   rotations by 6 / 12 and r3 two shifts and two masks: 9 ops (docs/perf-cuda.md 52). The repack
+//   places each weight bit at the source bit of its target (src_bit below), so decode(repack(w))
+//   is the identity by construction.
 //
 // fp16 codes (RepackedCodes::fp16, for engines whose activations are fp16): the same words with
 //   the codes at fp16 bits (15, 11, 10, 9), e2m1 * 2^-14 (code 1 an fp16 subnormal), so the fp16
@@ -61,6 +65,7 @@ namespace nvfp4::cuda::repack {
 constexpr int kTileRows = 16;
 constexpr int kChunkK = 64;
 constexpr std::uint32_t kMaskP = 0x81C081C0u;
+constexpr std::uint32_t kBf16Src3 = 0x001B001Bu, kBf16Mul3 = 0x4108u;  // r3: bits 0,1,3,4 (+16): << 8, 14, 3
 constexpr std::uint32_t kMaskF = 0x8E008E00u;   // fp16 codes (see the header comment)
 constexpr std::uint32_t kF16Src2 = 0x003A003Au, kF16Mul2 = 0x4040u;  // r2: bits 1,3,4,5 (+16): << 6 and << 14
 constexpr std::uint32_t kF16Src3 = 0x01C101C1u, kF16Mul3 = 0x8008u;  // r3: bits 0,6,7,8 (+16): << 3 and << 15
@@ -82,9 +87,9 @@ NVFP4_HD int src_bit(int r, int p, bool f16) {
   }
   switch (r) {
     case 0: return p;
-    case 1: return (p + 6) & 31;
-    case 2: return (p + 12) & 31;
-    default: return b == 8 ? p + 2 : p - 6;  // (q >> 2) feeds bits 8, 24; (q << 6) the rest
+    case 1: return (p + 3) & 31;
+    case 2: return (p + 6) & 31;
+    default: return b == 15 ? p - 14 : (b == 8 ? p - 8 : p - 3);  // s << 14, e1 << 8, e0 and m << 3
   }
 }
 
@@ -148,9 +153,9 @@ NVFP4_HD void lane_scales(const std::uint8_t* scales, std::int64_t k_total, std:
 NVFP4_HD std::uint32_t rotr32(std::uint32_t q, int d) { return (q >> d) | (q << (32 - d)); }
 NVFP4_HD void decode_word(std::uint32_t q, std::uint32_t r[4]) {
   r[0] = q & kMaskP;
-  r[1] = rotr32(q, 6) & kMaskP;
-  r[2] = rotr32(q, 12) & kMaskP;
-  r[3] = ((q << 6) & 0x80C080C0u) | ((q >> 2) & 0x01000100u);
+  r[1] = rotr32(q, 3) & kMaskP;
+  r[2] = rotr32(q, 6) & kMaskP;
+  r[3] = ((q & kBf16Src3) * kBf16Mul3) & kMaskP;
 }
 // fp16 codes: the kernels' decode too (rp_decode_scaled).
 NVFP4_HD void decode_word_f16(std::uint32_t q, std::uint32_t r[4]) {
