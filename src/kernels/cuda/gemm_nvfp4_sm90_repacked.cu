@@ -16,7 +16,7 @@
 //    x 256 B, row pitch 272 B: the 16-byte fragment reads of lanes (g, t) at 272 g + 32 t hit 8
 //    distinct 4-bank groups per quarter warp, conflict-free). All of it arrives by cp.async
 //    (no registers in flight), kStages deep, one __syncthreads per chunk pair.
-//  * Per chunk pair and warp: 8 RT weight words decoded (9 integer ops + 4 HMUL2 each), each
+//  * Per chunk pair and warp: 8 RT weight words decoded (8 integer ops + 4 HMUL2 each), each
 //    word's 4 A registers feeding NB mma.sync m16n8k16 (one per n8 tile of activation rows).
 //  * K split over blocks (grid z) where the row blocks alone do not fill the GPU: each block
 //    writes fp32 partials and finalize_k_split<> sums them in split order, so the result does not depend

@@ -32,10 +32,11 @@ __device__ __forceinline__ uint4 ld_stream16_nohint(const std::uint8_t* p) {
 // are (fp16: the fp16 mma, RpOps), fp32 as 3 exact bf16 pieces prepared by the API layer and summed
 // in the epilogue (reduce_and_store). Overlapped (programmatic dependent) launch when GemvArgs::pdl.
 // Per lane and 64-k chunk: one 16-byte load = 32 weights = the A fragments of 4 mma steps for
-// rows g, g+8; per 2 chunks one 4-byte scale load. Per 32 weights: decode 4 x 9 integer ops,
-// 16 HMUL2, 4 HMMA per n8 tile, 4 scale ops, 2 activation loads (shared by the RT row tiles).
-// Measured in SASS (scripts/sass.sh): 142 instructions per warp and chunk pair at M = 1, of
-// which ~127 are that work; the kernel uses about half of every scheduler's issue slots, so
+// rows g, g+8; per 2 chunks one 4-byte scale load. Per 32 weights: decode 4 x 8 integer ops
+// (bf16 codes; 9 for fp16 codes), 16 HMUL2, 4 HMMA per n8 tile, 4 scale ops, 2 activation loads
+// (shared by the RT row tiles). Measured in SASS (scripts/sass.sh): 142 instructions per warp and
+// chunk pair at M = 1 when the decode took 9 ops (134.5 since docs/perf-cuda.md 52), of which
+// ~127 were that work; the kernel uses about half of every scheduler's issue slots, so
 // every other instruction in the loop costs time (docs/perf-cuda.md 15-16). B = the lane's own
 // activation words (no PRMT). Register buffers of weights + scales: two at M <= 8
 // (rp_accumulate), two or three at M = 9..16 (rp_accumulate_m16).

@@ -38,7 +38,7 @@
 //   mma takes them with no move (the bf16 codes need 2 more ops per register for fp16 rows,
 //   docs/perf-cuda.md 48). {9,10,11,15} admits only two disjoint rotations in Z16, so registers
 //   2 and 3 are gathered by a multiply whose two shifted copies of the masked bits do not
-//   overlap (an exact shift-and-or, as the wgmma GEMM's decode does), 9 ops as for bf16:
+//   overlap (an exact shift-and-or, as r3 of the bf16 codes), 9 ops (bf16: 8):
 //     r0 = q & F                        F = 0x8E008E00 (bits 9,10,11,15,25,26,27,31)
 //     r1 = rotr(q, 3) & F
 //     r2 = ((q & 0x003A003A) * 0x4040) & F      magnitudes << 6, signs << 14
