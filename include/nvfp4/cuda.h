@@ -58,7 +58,7 @@ void quantized_matmul(const MatrixView& x, const WeightView& w, const MatrixView
 //
 // Where the repack puts the E2M1 codes inside each word, chosen for the engine's activations:
 // bf16 (the default) serves bf16, fp16 and fp32 rows; fp16 serves fp16 rows only (other rows
-// throw) and decodes them in 9 integer ops per 8 weights instead of 17 (bf16 rows on bf16 codes:
+// throw) and decodes them in 9 integer ops per 8 weights instead of 16 (bf16 rows on bf16 codes:
 // 8; docs/perf-cuda.md 49, 52). The byte count is the same.
 enum class RepackedCodes : std::uint8_t { bf16 = 0, fp16 = 1 };
 
