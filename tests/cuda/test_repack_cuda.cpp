@@ -147,6 +147,10 @@ TEST(CudaRepack, HostReferenceDecodesToTheDequantizedWeights) {
   EXPECT_THROW(cuda::repack_for_gemv_sm90_ref(odd.view(), buf.data(), buf.data()), Error);  // K % 128 != 0
   const QuantizedWeight odd2 = repack_test_weight(8, 128, 1);
   EXPECT_THROW(cuda::repack_for_gemv_sm90_ref(odd2.view(), buf.data(), buf.data()), Error);  // N % 16 != 0
+  const QuantizedWeight ok = repack_test_weight(16, 128, 1);
+  std::vector<std::uint8_t> p(ok.packed.size()), sc(ok.scales.size());
+  EXPECT_THROW(cuda::repack_for_gemv_sm90_ref(ok.view(), p.data(), sc.data(), static_cast<cuda::RepackedCodes>(2)),
+               Error);  // no such code placement
   EXPECT_FALSE(cuda::repack_for_gemv_sm90_supported(17, 128));
   EXPECT_TRUE(cuda::repack_for_gemv_sm90_supported(4096, 512));
 }

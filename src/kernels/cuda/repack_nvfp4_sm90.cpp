@@ -18,6 +18,9 @@ void repack_for_gemv_sm90_ref(const WeightView& w, std::uint8_t* packed_out, std
     fail(op, "needs N % 16 == 0 and K % 128 == 0 (got N=" + std::to_string(w.n) + " K=" + std::to_string(w.k) + ")");
   if (!w.packed || !w.scales || !packed_out || !scales_out)
     fail(op, "null pointer (N=" + std::to_string(w.n) + " K=" + std::to_string(w.k) + ")");
+  if (codes != RepackedCodes::bf16 && codes != RepackedCodes::fp16)
+    fail(op, "unknown RepackedCodes value " + std::to_string(static_cast<int>(codes)) + " (N=" + std::to_string(w.n) +
+                 " K=" + std::to_string(w.k) + ")");
   const std::int64_t tiles = w.n / 16, chunks = w.k / 64;
   for (std::int64_t tl = 0; tl < tiles; ++tl)
     for (std::int64_t c = 0; c < chunks; ++c)
