@@ -31,7 +31,6 @@
 
 #include <algorithm>
 #include <string>
-#include <type_traits>
 
 #include "kernels/cuda/gemv_sm90_device.cuh"
 
@@ -269,15 +268,11 @@ std::size_t rgemm_workspace_bytes(const GemvArgs& a, const RgemmTile& t) {
 }
 
 cudaError_t gemm_nvfp4_sm90_repacked(const GemvArgs& a, const RgemmTile& t, void* workspace, cudaStream_t stream) {
-  if ((a.a_f16 && a.pieces != 1) || (a.f16_codes && !a.a_f16)) return cudaErrorInvalidValue;
-  auto launch = [&](auto ops) {
+  return with_rp_ops(a, [&](auto ops) {
     constexpr RpOps O = decltype(ops)::value;
     return t.nb == 4 ? launch_rg<kWarps, kRowTiles, 4, O>(a, t, workspace, stream)
                      : launch_rg<kWarps, kRowTiles, 8, O>(a, t, workspace, stream);
-  };
-  if (!a.a_f16) return launch(std::integral_constant<RpOps, RpOps::kBf16>{});
-  return a.f16_codes ? launch(std::integral_constant<RpOps, RpOps::kF16>{})
-                     : launch(std::integral_constant<RpOps, RpOps::kF16OnBf16Codes>{});
+  });
 }
 
 std::string gemm_nvfp4_sm90_repacked_name(const RgemmTile& t) {

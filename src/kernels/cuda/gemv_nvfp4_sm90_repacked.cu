@@ -71,9 +71,9 @@ __device__ __forceinline__ std::uint32_t ld_early4(const std::uint8_t* p) {
 template <int RT, int NB, RpOps O>
 __device__ __forceinline__ void rp_half(int h, const uint4 (&w)[RT][2], const std::uint32_t (&s)[RT],
                                         const std::uint32_t (&xw)[NB][8], float (&acc)[RT][NB][4]) {
+  constexpr bool F16 = rp_f16(O);
 #pragma unroll
   for (int r = 0; r < RT; ++r) {
-    constexpr bool F16 = rp_f16(O);
     const std::uint32_t sg = h ? rp_scale<2, F16>(s[r]) : rp_scale<0, F16>(s[r]);
     const std::uint32_t sg8 = h ? rp_scale<3, F16>(s[r]) : rp_scale<1, F16>(s[r]);
     const uint4 q4 = w[r][h];
@@ -383,9 +383,7 @@ cudaError_t launch_rp_any(const GemvArgs& a, const GemvTile& tile, cudaStream_t 
 // fp16 activations (a.a_f16, one piece) run the fp16 instantiations: the same tiles and launches;
 // fp16 codes (a.f16_codes) take fp16 activations only.
 cudaError_t gemv_nvfp4_sm90_repacked(const GemvArgs& a, const GemvTile& tile, cudaStream_t stream) {
-  if ((a.a_f16 && a.pieces != 1) || (a.f16_codes && !a.a_f16)) return cudaErrorInvalidValue;
-  if (!a.a_f16) return launch_rp_any<RpOps::kBf16>(a, tile, stream);
-  return a.f16_codes ? launch_rp_any<RpOps::kF16>(a, tile, stream) : launch_rp_any<RpOps::kF16OnBf16Codes>(a, tile, stream);
+  return with_rp_ops(a, [&](auto ops) { return launch_rp_any<decltype(ops)::value>(a, tile, stream); });
 }
 
 const char* gemv_nvfp4_sm90_repacked_name(const GemvArgs& a, const GemvTile& tile) {

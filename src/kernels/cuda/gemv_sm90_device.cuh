@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/gemv_nvfp4_sm90.h"
 #include "kernels/cuda/repack_nvfp4_sm90.h"
@@ -90,11 +91,6 @@ __device__ __forceinline__ void pdl_launch_dependents() { NVFP4_PDL_ASM("griddep
 __device__ __forceinline__ void pdl_wait() { NVFP4_PDL_ASM("griddepcontrol.wait;"); }
 #undef NVFP4_PDL_ASM
 
-// The repacked layout's decode (repack_nvfp4_sm90.h): one 32-bit word -> the 4 bf16x2 A-fragment
-// registers of one mma step (e2m1 * 2^-126 each), 8 integer ops: repack::decode_word, the one
-// definition the host tests check.
-__device__ __forceinline__ void rp_decode(std::uint32_t q, std::uint32_t r[4]) { repack::decode_word(q, r); }
-
 // Private scale byte `sel` of s -> bf16x2 (|scale| * 2^119, broadcast) or fp16x2 (|scale| * 2^7):
 // PRMT + IMAD. The byte is (E << 3) | m with |scale| = 2^(E-10) (1 + m/8), E = 1..18 (NaN: 159;
 // repack_nvfp4_sm90.h). fp16: exponent field E + 12 (2^(E-3) = |scale| / (1 + m/8) * 2^7), the 3
@@ -113,7 +109,18 @@ __device__ __forceinline__ std::uint32_t rp_scale(std::uint32_t s) {
 enum class RpOps { kBf16, kF16OnBf16Codes, kF16 };
 __host__ __device__ constexpr bool rp_f16(RpOps o) { return o != RpOps::kBf16; }
 
-// A decoded register (two E2M1 codes at bf16 bits (s, e1, e0, m) = (15, 8, 7, 6), rp_decode) ->
+// Calls launch(std::integral_constant<RpOps, O>{}) with the O of a's operands: fp16 rows (one
+// piece) on the weights' codes, else bf16 (pieces). fp16 codes take fp16 rows only.
+template <class Launch>
+cudaError_t with_rp_ops(const GemvArgs& a, Launch launch) {
+  if ((a.a_f16 && a.pieces != 1) || (a.f16_codes && !a.a_f16)) return cudaErrorInvalidValue;
+  if (!a.a_f16) return launch(std::integral_constant<RpOps, RpOps::kBf16>{});
+  return a.f16_codes ? launch(std::integral_constant<RpOps, RpOps::kF16>{})
+                     : launch(std::integral_constant<RpOps, RpOps::kF16OnBf16Codes>{});
+}
+
+// A decoded register (two E2M1 codes at bf16 bits (s, e1, e0, m) = (15, 8, 7, 6),
+// repack::decode_word) ->
 // the same codes at fp16 bits (15, 11, 10, 9): e2m1 * 2^-14 instead of e2m1 * 2^-126 (code 1, 0.5,
 // is an fp16 subnormal as it is a bf16 one). d has no other bits set, and d << 3 has none at 15
 // or 31, so one shift and one LOP3 ((d << 3 | d) & mask) move the magnitudes and keep the signs.
@@ -122,7 +129,8 @@ __device__ __forceinline__ std::uint32_t rp_bf16_codes_to_f16(std::uint32_t d) {
 }
 
 // One layout word q -> the 4 A registers of its mma step, decoded at the bit positions of O's
-// activation type (rp_decode, + rp_bf16_codes_to_f16, or repack::decode_word_f16) and scaled:
+// activation type (repack::decode_word, + rp_bf16_codes_to_f16, or repack::decode_word_f16: the
+// definitions the host tests check; 8, 16 or 9 integer ops) and scaled:
 // registers 0 / 2 (row g) by sg, 1 / 3 (row g + 8) by sg8 (rp_scale<.., rp_f16(O)> of the same
 // half chunk). Exact: e2m1 * |s| * 2^-7. Shared by the rp GEMV and the rg GEMM.
 template <RpOps O>
@@ -131,7 +139,7 @@ __device__ __forceinline__ void rp_decode_scaled(std::uint32_t q, std::uint32_t 
   if constexpr (O == RpOps::kF16) {
     repack::decode_word_f16(q, d);
   } else {
-    rp_decode(q, d);
+    repack::decode_word(q, d);
     if constexpr (O == RpOps::kF16OnBf16Codes) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) d[i] = rp_bf16_codes_to_f16(d[i]);

@@ -27,6 +27,7 @@
 #include "kernels/cuda/gemm_nvfp4_sm90_repacked.h"
 #include "kernels/cuda/gemm_nvfp4_sm90_wgmma.h"
 #include "kernels/cuda/gemv_nvfp4_sm90.h"
+#include "kernels/cuda/repack_nvfp4_sm90.h"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/matmul_cuda.h"
 #include "nvfp4/cuda.h"
@@ -412,8 +413,7 @@ void repack_for_gemv_sm90(const WeightView& w, std::uint8_t* packed_out, std::ui
                           RepackedCodes codes) {
   const char* op = "cuda::repack_for_gemv_sm90";
   const std::string shape = "N=" + std::to_string(w.n) + " K=" + std::to_string(w.k);
-  if (codes != RepackedCodes::bf16 && codes != RepackedCodes::fp16)
-    fail(op, "unknown RepackedCodes value " + std::to_string(static_cast<int>(codes)) + " (" + shape + ")");
+  repack::require_known_codes(op, codes, shape);
   if (!repack_for_gemv_sm90_supported(w.n, w.k)) fail(op, "needs N % 16 == 0 and K % 128 == 0 (got " + shape + ")");
   require_available(op, shape);
   require_device_pointers(op, shape, {{w.packed, "packed"}, {w.scales, "scales"}, {packed_out, "packed output"},
@@ -446,8 +446,7 @@ std::string validate_repacked(const char* op, const MatrixView& x, const Repacke
   validate_matmul(op, x, wv, y);
   const std::string shape = shape_of(x, wv);
   if (!repack_for_gemv_sm90_supported(w.n, w.k)) fail(op, "repacked weights need N % 16 == 0 and K % 128 == 0 (" + shape + ")");
-  if (w.codes != RepackedCodes::bf16 && w.codes != RepackedCodes::fp16)
-    fail(op, "unknown RepackedCodes value " + std::to_string(static_cast<int>(w.codes)) + " (" + shape + ")");
+  repack::require_known_codes(op, w.codes, shape);
   if (w.codes == RepackedCodes::fp16 && x.dtype != DType::kF16)
     fail(op, "weights repacked with fp16 codes take fp16 activations only; repack with RepackedCodes::bf16 for " +
                  std::string(dtype_name(x.dtype)) + " rows (" + shape + ")");

@@ -57,7 +57,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
+#include "nvfp4/cuda.h"
 #include "nvfp4/format.h"
 
 namespace nvfp4::cuda::repack {
@@ -71,6 +73,9 @@ constexpr std::uint32_t kF16Src2 = 0x003A003Au, kF16Mul2 = 0x4040u;  // r2: bits
 constexpr std::uint32_t kF16Src3 = 0x01C101C1u, kF16Mul3 = 0x8008u;  // r3: bits 0,6,7,8 (+16): << 3 and << 15
 
 inline bool shape_ok(std::int64_t n, std::int64_t k) { return n > 0 && k > 0 && n % 16 == 0 && k % 128 == 0; }
+
+// Throws (nvfp4::Error naming `op` and `shape`) unless `codes` is a placement this layout defines.
+void require_known_codes(const char* op, RepackedCodes codes, const std::string& shape);
 
 // Bit position p (0..31) inside register r (0..3) of a decoded word: p = 16*h + b with b the
 // nibble bit's place in a half (nibble_bit_pos). Its source bit in q, for bf16 codes
