@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "bench/bench.h"
+#include "bench/dense_cpu.h"
 #include "bench/host_buffer.h"
 #include "bench/machine.h"
 #include "kernels/cpu/matmul_cpu.h"
@@ -310,24 +311,14 @@ std::vector<Row> run_cpu(const Options& o) {
 
     // --- dense baseline on the dequantized weights (unless --no-dense) ---
     if (o.dense) {
-      // oneDNN's bf16 matmul where this CPU has it; else OpenBLAS fp32 cblas_sgemm. oneDNN 2.6
-      // creates no bf16 matmul without bf16 support for the CPU (found under qemu-aarch64,
-      // 2026-12-01: "could not create a primitive descriptor iterator"), so the row says which.
+      // oneDNN's bf16 matmul where this CPU has it; else OpenBLAS fp32 cblas_sgemm
+      // (bench/dense_cpu.h: AVX2-only CPUs), and the row says which.
 #if defined(NVFP4_HAVE_DNNL)
       using dnnl::memory;
-      std::optional<dnnl::engine> eng;
+      const dnnl::engine eng_cpu(dnnl::engine::kind::cpu, 0);
       std::optional<dnnl::stream> strm;
-      std::optional<dnnl::matmul::primitive_desc> pd;
-      const memory::desc a_md({s.m, s.k}, memory::data_type::bf16, memory::format_tag::ab);
-      const memory::desc c_md({s.m, s.n}, memory::data_type::f32, memory::format_tag::ab);
-      try {
-        eng.emplace(dnnl::engine::kind::cpu, 0);
-        strm.emplace(*eng);
-        const memory::desc b_any({s.k, s.n}, memory::data_type::bf16, memory::format_tag::any);
-        pd.emplace(dnnl::matmul::desc(a_md, b_any, c_md), *eng);
-      } catch (const dnnl::error&) {
-        pd.reset();
-      }
+      const std::optional<dnnl::matmul::primitive_desc> pd = onednn_bf16_matmul_pd(eng_cpu, s.m, s.n, s.k, memory::data_type::f32);
+      if (pd) strm.emplace(eng_cpu);
       const bool use_dnnl = pd.has_value();
 #else
       const bool use_dnnl = false;
@@ -354,15 +345,15 @@ std::vector<Row> run_cpu(const Options& o) {
       std::optional<memory> a_mem, c_mem;
       if (use_dnnl) {
         prim.emplace(*pd);
-        memory plain(memory::desc({s.k, s.n}, memory::data_type::bf16, memory::format_tag::ba), *eng,
+        memory plain(memory::desc({s.k, s.n}, memory::data_type::bf16, memory::format_tag::ba), eng_cpu,
                      const_cast<std::uint8_t*>(wd.bytes.data()));  // W[N][K] is (K, N) in "ba"
         for (int c = 0; c < dcopies; ++c) {
-          dpool_dnnl.emplace_back(pd->weights_desc(), *eng);
+          dpool_dnnl.emplace_back(pd->weights_desc(), eng_cpu);
           dnnl::reorder(plain, dpool_dnnl.back()).execute(*strm, plain, dpool_dnnl.back());
         }
         strm->wait();
-        a_mem.emplace(a_md, *eng, xd.data());
-        c_mem.emplace(c_md, *eng, yd.data());
+        a_mem.emplace(pd->src_desc(), eng_cpu, xd.data());
+        c_mem.emplace(pd->dst_desc(), eng_cpu, yd.data());
         call = [&](int c) {
           prim->execute(*strm, {{DNNL_ARG_SRC, *a_mem}, {DNNL_ARG_WEIGHTS, dpool_dnnl[c]}, {DNNL_ARG_DST, *c_mem}});
           strm->wait();

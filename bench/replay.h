@@ -57,7 +57,10 @@ struct ReplayOptions {
   // (RepackedCodes::fp16), as an fp16 engine would; true keeps bf16 codes (the A/B:
   // `compare --a "self --bf16-codes" --b self`).
   bool bf16_codes = false;
-  bool dense = true;               // run the dense bf16 baseline replay (OpenBLAS / cuBLAS)
+  bool dense = true;               // run the dense baseline replay (oneDNN bf16 / cuBLAS bf16)
+  // CPU: the dense baseline in fp32 through OpenBLAS cblas_sgemm ("dense_f32") even where oneDNN
+  // has a bf16 matmul; without one (AVX2-only CPUs, bench/dense_cpu.h) it always is.
+  bool dense_f32 = false;
   int warmup = 1;                  // untimed replays first
   int min_samples = 5;             // timed replays (each one token / one prompt)
   int max_samples = 1000;
@@ -68,7 +71,7 @@ struct ReplayOptions {
 
 // What one variant (nvfp4 or dense) of a replay measured.
 struct ReplayVariant {
-  std::string variant;   // "nvfp4" or "dense_bf16"
+  std::string variant;   // "nvfp4", "dense_bf16" or (CPU without a oneDNN bf16 matmul) "dense_f32"
   std::string backend;   // "cpu" / "cuda"
   std::string kernel;    // "nvfp4::quantized_matmul(kCpu)", "openblas cblas_sbgemm", "cublasGemmEx bf16", ...
   double weight_bytes = 0;   // resident weights of the replayed linears
@@ -127,6 +130,8 @@ std::vector<Linear> shape_linears(const std::vector<std::int64_t>& mnk_triples, 
 std::int64_t linear_m(const ReplayOptions& o, const Linear& l);
 void fill_traffic(const ReplayOptions& o, const std::vector<Linear>& ls, bool dense, ReplayVariant& v);
 
+// CPU: whether the dense baseline runs in fp32 (ReplayOptions::dense_f32, or no oneDNN bf16 matmul here).
+bool cpu_dense_f32(const ReplayOptions& o);
 std::unique_ptr<ReplayEngine> make_cpu_replay(const ReplayOptions& o, const std::vector<Linear>& ls, bool dense);
 std::unique_ptr<ReplayEngine> make_cuda_replay(const ReplayOptions& o, const std::vector<Linear>& ls, bool dense);
 double cuda_read_bandwidth_gbps();  // measured device read ceiling (throws without CUDA)

@@ -51,10 +51,12 @@ void fill_traffic(const ReplayOptions& o, const std::vector<Linear>& ls, bool de
   for (const auto& l : ls) {
     const double nk = static_cast<double>(l.n) * static_cast<double>(l.k);
     const double m = static_cast<double>(linear_m(o, l));
-    // NVFP4: 4-bit codes + one E4M3 byte per 16; dense: bf16 weights, activations and outputs.
-    const double w = dense ? nk * 2 : nk / 2 + nk / kBlockSize;
-    const int in_size = dense ? 2 : dtype_size(o.dtype);
-    const int out_size = dense ? 2 : dtype_size(o.dtype);
+    // NVFP4: 4-bit codes + one E4M3 byte per 16; dense: bf16 weights, activations and outputs
+    // (fp32 for the CPU's fp32 baseline).
+    const int dense_size = o.backend == "cpu" && cpu_dense_f32(o) ? 4 : 2;
+    const double w = dense ? nk * dense_size : nk / 2 + nk / kBlockSize;
+    const int in_size = dense ? dense_size : dtype_size(o.dtype);
+    const int out_size = dense ? dense_size : dtype_size(o.dtype);
     v.weight_bytes += w;
     v.bytes += w + m * static_cast<double>(l.k) * in_size + m * static_cast<double>(l.n) * out_size;
     v.flops += 2 * m * nk;
@@ -79,7 +81,7 @@ void check_replay_fits(const ReplayOptions& o, const std::vector<Linear>& ls, do
     const double b = replay_bytes_needed(o, ls, dense);
     if (b > need) {
       need = b;
-      what = dense ? "dense bf16" : "NVFP4";
+      what = !dense ? "NVFP4" : o.backend == "cpu" && cpu_dense_f32(o) ? "dense fp32" : "dense bf16";
     }
   }
   if (need <= available) return;

@@ -1,10 +1,12 @@
 // bench/replay_cpu.cpp -- model replay on the host: NVFP4 layers through the public
-// nvfp4::quantized_matmul(Backend::kCpu), the dense baseline through oneDNN bf16 matmul.
+// nvfp4::quantized_matmul(Backend::kCpu), the dense baseline through oneDNN bf16 matmul (OpenBLAS
+// fp32 cblas_sgemm where this CPU has no oneDNN bf16 matmul: dense_cpu.h).
 //
 // Weights: the whole replayed model is resident, one buffer per linear, filled directly with
 // random packed codes and valid E4M3 scales (quantizing gigabytes with the scalar quantizer would
 // take minutes and change nothing the kernels see: they read bytes). Dense weights are random
 // bf16. Before any timing the first linear is checked against the oracle.
+#include <cblas.h>
 #include <dnnl.hpp>
 #include <fmt/format.h>
 
@@ -18,9 +20,11 @@
 #include <tuple>
 
 
+#include "bench/dense_cpu.h"
 #include "bench/host_buffer.h"
 #include "bench/replay.h"
 #include "kernels/cpu/matmul_cpu.h"
+#include "kernels/cpu/parallel_for.h"
 #include "nvfp4/cpu.h"
 #include "nvfp4/error.h"
 #include "nvfp4/format.h"
@@ -200,6 +204,38 @@ class CpuNvfp4Replay final : public ReplayEngine {
   std::map<std::pair<std::int64_t, std::int64_t>, Buf> x_;
 };
 
+// The dense engines' check of layer 0 before any timing: rows 0..1 of y against an fp64 dot of the
+// same x and w values (accessors by flat index: x [M][K], w [N][K], y [M][N]); throws past tol.
+template <class X, class W, class Y>
+void validate_dense(const ReplayOptions& o, const Linear& l, X x, W w, Y y, double tol, ReplayVariant& info) {
+  const std::int64_t m = linear_m(o, l);
+  const std::int64_t rows = std::min<std::int64_t>(m, 2);
+  std::vector<float> ref(static_cast<std::size_t>(rows * l.n)), got(ref.size());
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t n = 0; n < l.n; ++n) {
+      double acc = 0;
+      for (std::int64_t k = 0; k < l.k; ++k) acc += static_cast<double>(x(r * l.k + k)) * w(n * l.k + k);
+      ref[static_cast<std::size_t>(r * l.n + n)] = static_cast<float>(acc);
+      got[static_cast<std::size_t>(r * l.n + n)] = y(r * l.n + n);
+    }
+  std::size_t where = 0;
+  const double err = checked_err(got.data(), ref.data(), ref.size(), &where);
+  info.max_err = err;
+  info.validation = fmt::format("layer 0 {} [N={}, K={}], M={}: rows 0..{} vs fp64 dot of the {} values, tol {:.2g}", l.name,
+                                l.n, l.k, m, rows - 1, info.variant == "dense_f32" ? "fp32" : "bf16", tol);
+  if (!(err <= tol))
+    fail("bench", fmt::format("dense cpu replay: {} fails: error {:.3g} at row {} col {}", info.validation, err, where / l.n,
+                              where % l.n));
+  info.validated = true;
+}
+
+// Random bf16 weights O(0.05) of linear l, W[N][K] row-major, into `w`.
+void fill_dense_weights(const Linear& l, std::uint64_t seed, std::uint16_t* w) {
+  const auto nk = static_cast<std::size_t>(l.n * l.k);
+  fill_random_activations(w, DType::kBF16, nk, seed);
+  for (std::size_t j = 0; j < nk; ++j) w[j] = f32_to_bf16(bf16_to_f32(w[j]) * 0.0625f);
+}
+
 // Dense bf16 baseline through oneDNN's matmul (Debian's OpenBLAS 0.3.21 declares cblas_sbgemm
 // in its header but is built without BUILD_BFLOAT16: the symbol is missing, measured 2026-11-30).
 // Weights are reordered once, at load, into the layout oneDNN picks (format_tag::any), as an
@@ -221,28 +257,20 @@ class CpuDenseReplay final : public ReplayEngine {
       const std::int64_t m = linear_m(o, l);
       const auto key = std::make_tuple(m, l.n, l.k);
       if (!pd_.count(key)) {
-        const md src({m, l.k}, dt::bf16, tag::ab), wei({l.k, l.n}, dt::bf16, tag::any), dst({m, l.n}, dt::bf16, tag::ab);
-        std::optional<dnnl::matmul::primitive_desc> made;
-        try {
-          made.emplace(dnnl::matmul::desc(src, wei, dst), eng_);
-        } catch (const dnnl::error& e) {
-          // oneDNN has no bf16 matmul for this CPU (e.g. no bf16 support in oneDNN 2.6 for it;
-          // found under qemu-aarch64): say so instead of a bare oneDNN message.
-          fail("bench", fmt::format("dense cpu replay: oneDNN cannot create a bf16 matmul {}x{}x{} on this CPU ({}); "
+        // dense_cpu.h: where this CPU has no bf16 matmul, make_cpu_replay runs CpuDenseF32Replay.
+        auto made = onednn_bf16_matmul_pd(eng_, m, l.n, l.k, dnnl::memory::data_type::bf16);
+        if (!made)
+          fail("bench", fmt::format("dense cpu replay: oneDNN cannot create a bf16 matmul {}x{}x{} on this CPU; "
                                     "run with --no-dense to skip the dense baseline",
-                                    m, l.n, l.k, e.what()));
-        }
-        const dnnl::matmul::primitive_desc pd = *made;
-        pd_.emplace(key, pd);
-        prim_.emplace(key, dnnl::matmul(pd));
+                                    m, l.n, l.k));
+        pd_.emplace(key, *made);
+        prim_.emplace(key, dnnl::matmul(*made));
       }
       const auto& pd = pd_.at(key);
-      // Random bf16 O(0.05) in W[N, K] row-major, which is the (K, N) matrix in format "ba".
-      const auto nk = static_cast<std::size_t>(l.n * l.k);
-      Buf plain(nk * 2);
-      fill_random_activations(plain.data(), DType::kBF16, nk, ++seed);
+      // W[N, K] row-major is the (K, N) matrix in format "ba".
+      Buf plain(static_cast<std::size_t>(l.n * l.k) * 2);
       auto* wp = reinterpret_cast<std::uint16_t*>(plain.data());
-      for (std::size_t j = 0; j < nk; ++j) wp[j] = f32_to_bf16(bf16_to_f32(wp[j]) * 0.0625f);
+      fill_dense_weights(l, ++seed, wp);
       dnnl::memory plain_mem(md({l.k, l.n}, dt::bf16, tag::ba), eng_, plain.data());
       w_.emplace_back(pd.weights_desc(), eng_);
       dnnl::reorder(plain_mem, w_.back()).execute(strm_, plain_mem, w_.back());
@@ -275,31 +303,15 @@ class CpuDenseReplay final : public ReplayEngine {
   void validate(const std::uint16_t* w) {
     const auto& l = ls_[0];
     const std::int64_t m = linear_m(o_, l);
-    const std::int64_t rows = std::min<std::int64_t>(m, 2);
     auto* y = reinterpret_cast<std::uint16_t*>(y_[0].data());
     std::fill(y, y + m * l.n, static_cast<std::uint16_t>(0x7FC0));  // bf16 NaN
     matmul(0);
     strm_.wait();
     const auto* x = reinterpret_cast<const std::uint16_t*>(x_.at({l.k, m}).data());
-    std::vector<float> ref(static_cast<std::size_t>(rows * l.n)), got(ref.size());
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t n = 0; n < l.n; ++n) {
-        double acc = 0;  // fp64 reference of the bf16 products
-        for (std::int64_t k = 0; k < l.k; ++k)
-          acc += static_cast<double>(bf16_to_f32(x[r * l.k + k])) * bf16_to_f32(w[n * l.k + k]);
-        ref[static_cast<std::size_t>(r * l.n + n)] = static_cast<float>(acc);
-        got[static_cast<std::size_t>(r * l.n + n)] = bf16_to_f32(y[r * l.n + n]);
-      }
-    std::size_t where = 0;
-    const double err = checked_err(got.data(), ref.data(), ref.size(), &where);
-    const double tol = 0x1p-7;  // one bf16 rounding of the output (2^-8 relative) plus order effects
-    info_.max_err = err;
-    info_.validation = fmt::format("layer 0 {} [N={}, K={}], M={}: rows 0..{} vs fp64 dot of the bf16 values, tol {:.2g}",
-                                   l.name, l.n, l.k, m, rows - 1, tol);
-    if (!(err <= tol))
-      fail("bench", fmt::format("dense cpu replay: {} fails: error {:.3g} at row {} col {}", info_.validation, err,
-                                where / l.n, where % l.n));
-    info_.validated = true;
+    // One bf16 rounding of the output (2^-8 relative) plus order effects.
+    validate_dense(
+        o_, l, [&](std::int64_t i) { return bf16_to_f32(x[i]); }, [&](std::int64_t i) { return bf16_to_f32(w[i]); },
+        [&](std::int64_t i) { return bf16_to_f32(y[i]); }, 0x1p-7, info_);
   }
 
   ReplayOptions o_;
@@ -314,9 +326,79 @@ class CpuDenseReplay final : public ReplayEngine {
   std::map<std::pair<std::int64_t, std::int64_t>, Buf> x_;
 };
 
+// Dense fp32 baseline through OpenBLAS cblas_sgemm, where oneDNN has no bf16 matmul on this CPU
+// (dense_cpu.h: AVX2-only CPUs) or ReplayOptions::dense_f32 asks for it. fp32 weights (4 bytes
+// each, what such a CPU's BLAS reads), activations and outputs; the weights hold the same bf16
+// values the oneDNN baseline would use.
+class CpuDenseF32Replay final : public ReplayEngine {
+ public:
+  CpuDenseF32Replay(const ReplayOptions& o, const std::vector<Linear>& ls) : o_(o), ls_(ls) {
+    info_.variant = "dense_f32";
+    info_.backend = "cpu";
+    info_.kernel = fmt::format("{} cblas_sgemm fp32 ({})", openblas_get_config(),
+                               o.dense_f32 ? "dense_f32 requested" : "no oneDNN bf16 matmul on this CPU");
+    fill_traffic(o, ls, true, info_);
+    openblas_set_num_threads(cpu::num_threads());
+    std::uint64_t seed = o.seed * 7919 + 17;
+    std::vector<std::uint16_t> wb;
+    for (const auto& l : ls) {
+      const std::int64_t m = linear_m(o, l);
+      const auto nk = static_cast<std::size_t>(l.n * l.k);
+      wb.resize(nk);
+      fill_dense_weights(l, ++seed, wb.data());
+      w_.emplace_back(nk * 4);
+      auto* wf = reinterpret_cast<float*>(w_.back().data());
+      for (std::size_t j = 0; j < nk; ++j) wf[j] = bf16_to_f32(wb[j]);
+      const auto key = std::make_pair(l.k, m);
+      if (!x_.count(key)) {
+        const auto mk = static_cast<std::size_t>(m * l.k);
+        x_.emplace(key, Buf(mk * 4));
+        fill_random_activations(x_.at(key).data(), DType::kF32, mk, ++seed);
+      }
+      y_.emplace_back(static_cast<std::size_t>(m * l.n) * 4);
+    }
+    const auto& l = ls_[0];
+    const std::int64_t m = linear_m(o, l);
+    auto* y = reinterpret_cast<float*>(y_[0].data());
+    std::fill(y, y + m * l.n, std::nanf(""));
+    matmul(0);
+    const auto* x = reinterpret_cast<const float*>(x_.at({l.k, m}).data());
+    const auto* w = reinterpret_cast<const float*>(w_[0].data());
+    // fp32 sums of K products: ~K * 2^-24 relative at worst, far under 1e-4 at these K.
+    validate_dense(
+        o_, l, [&](std::int64_t i) { return x[i]; }, [&](std::int64_t i) { return w[i]; }, [&](std::int64_t i) { return y[i]; },
+        1e-4, info_);
+  }
+
+  void run(double* layers_us, double* rest_us) override {
+    run_timed_parts(ls_, [this](std::size_t i) { matmul(i); }, [] {}, layers_us, rest_us);
+  }
+
+  const ReplayVariant& info() const override { return info_; }
+
+ private:
+  void matmul(std::size_t i) {
+    const auto& l = ls_[i];
+    const std::int64_t m = linear_m(o_, l);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m), static_cast<blasint>(l.n),
+                static_cast<blasint>(l.k), 1.0f, reinterpret_cast<const float*>(x_.at({l.k, m}).data()),
+                static_cast<blasint>(l.k), reinterpret_cast<const float*>(w_[i].data()), static_cast<blasint>(l.k), 0.0f,
+                reinterpret_cast<float*>(y_[i].data()), static_cast<blasint>(l.n));
+  }
+
+  ReplayOptions o_;
+  std::vector<Linear> ls_;
+  ReplayVariant info_;
+  std::vector<Buf> w_, y_;
+  std::map<std::pair<std::int64_t, std::int64_t>, Buf> x_;
+};
+
 }  // namespace
 
+bool cpu_dense_f32(const ReplayOptions& o) { return o.dense_f32 || !onednn_bf16_matmul_available(); }
+
 std::unique_ptr<ReplayEngine> make_cpu_replay(const ReplayOptions& o, const std::vector<Linear>& ls, bool dense) {
+  if (dense && cpu_dense_f32(o)) return std::make_unique<CpuDenseF32Replay>(o, ls);
   if (dense) return std::make_unique<CpuDenseReplay>(o, ls);
   return std::make_unique<CpuNvfp4Replay>(o, ls);
 }

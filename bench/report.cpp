@@ -164,7 +164,7 @@ std::string replay_table(const ReplayResult& r) {
                      human_bytes(v.peak_mem_bytes), v.samples_us.size(), v.kernel, v.validated ? "" : "  [NOT VALIDATED]");
   }
   if (r.variants.size() == 2 && r.variants[0].full_us > 0)
-    s += fmt::format("  nvfp4 vs dense bf16: {:.2f}x the tokens/s\n", r.variants[1].full_us / r.variants[0].full_us);
+    s += fmt::format("  nvfp4 vs {}: {:.2f}x the tokens/s\n", r.variants[1].variant, r.variants[1].full_us / r.variants[0].full_us);
   if (r.scaled)
     s += fmt::format("  * full tok/s: layer time x {}/{} + lm_head time, an estimate for the whole model\n", o.model.layers, o.plan.layers);
   return s;

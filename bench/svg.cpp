@@ -130,7 +130,7 @@ std::string roofline_svg(const std::vector<RooflinePoint>& pts, double bw, doubl
                                         : fmt::format("{:.3g} GFLOP/s", p.gflops), 10, "start", "#666");
     ly += 32;
   }
-  s.text(W - R + 20, H - B + 18, "circle NVFP4, square dense bf16", 10, "start", "#666");
+  s.text(W - R + 20, H - B + 18, "circle NVFP4, square dense baseline", 10, "start", "#666");
   return s.str();
 }
 

@@ -4,6 +4,7 @@
 
 #include <sstream>
 
+#include "bench/dense_cpu.h"
 #include "bench/machine.h"
 #include "bench/replay.h"
 #include "nvfp4/error.h"
@@ -20,34 +21,42 @@ ModelSpec tiny_model() {
 
 namespace {
 
+// The dense baseline: oneDNN bf16 where this CPU has it, else (AVX2-only CPUs) OpenBLAS fp32; the
+// fp32 one is also run on request (dense_f32), so both engines are tested on hosts with bf16.
 TEST(BenchReplay, DecodeAndPrefillRunValidatedAndCounted) {
-  for (ReplayMode mode : {ReplayMode::kDecode, ReplayMode::kPrefill}) {
-    ReplayOptions o;
-    o.model = tiny_model();
-    o.mode = mode;
-    o.prompt = 5;
-    o.plan.layers = 3;
-    o.seconds = 0;
-    o.min_samples = 4;
-    const ReplayResult r = run_replay(o);
-    ASSERT_EQ(r.variants.size(), 2u);
-    EXPECT_TRUE(r.scaled);
-    EXPECT_EQ(r.linears.size(), 3u * 7 + 1);
-    EXPECT_GT(r.ceiling_gbps, 0.5);
-    const auto& v = r.variants[0];
-    EXPECT_EQ(v.variant, "nvfp4");
-    EXPECT_TRUE(v.validated) << v.validation;
-    EXPECT_TRUE(r.variants[1].validated) << r.variants[1].validation;
-    EXPECT_EQ(v.samples_us.size(), 4u);
-    // Weights: per layer q 256x256, k/v 128x256, o 256x256, gate/up 528x256, down 256x528; lm_head 1009x256.
-    const double params = 3.0 * (256 * 256 * 2 + 128 * 256 * 2 + 528 * 256 * 3) + 1009 * 256;
-    EXPECT_DOUBLE_EQ(v.weight_bytes, params * (0.5 + 1.0 / 16));
-    EXPECT_DOUBLE_EQ(r.variants[1].weight_bytes, params * 2);
-    const double m = mode == ReplayMode::kDecode ? 1 : 5;
-    EXPECT_DOUBLE_EQ(v.flops, 2 * m * (params - 1009 * 256) + 2 * 1009 * 256);  // lm_head: last token only
-    EXPECT_GT(v.full_us, v.us_median);  // 6 layers estimated from 3
-    for (double t : v.samples_us) EXPECT_GT(t, 0);
-  }
+  for (ReplayMode mode : {ReplayMode::kDecode, ReplayMode::kPrefill})
+    for (bool want_f32 : {false, true}) {
+      ReplayOptions o;
+      o.model = tiny_model();
+      o.mode = mode;
+      o.prompt = 5;
+      o.plan.layers = 3;
+      o.seconds = 0;
+      o.min_samples = 4;
+      o.dense_f32 = want_f32;
+      const bool f32 = want_f32 || !onednn_bf16_matmul_available();
+      SCOPED_TRACE(std::string(replay_mode_name(mode)) + (f32 ? ", dense fp32" : ", dense bf16"));
+      EXPECT_EQ(cpu_dense_f32(o), f32);
+      const ReplayResult r = run_replay(o);
+      ASSERT_EQ(r.variants.size(), 2u);
+      EXPECT_EQ(r.variants[1].variant, f32 ? "dense_f32" : "dense_bf16");
+      EXPECT_TRUE(r.scaled);
+      EXPECT_EQ(r.linears.size(), 3u * 7 + 1);
+      EXPECT_GT(r.ceiling_gbps, 0.5);
+      const auto& v = r.variants[0];
+      EXPECT_EQ(v.variant, "nvfp4");
+      EXPECT_TRUE(v.validated) << v.validation;
+      EXPECT_TRUE(r.variants[1].validated) << r.variants[1].validation;
+      EXPECT_EQ(v.samples_us.size(), 4u);
+      // Weights: per layer q 256x256, k/v 128x256, o 256x256, gate/up 528x256, down 256x528; lm_head 1009x256.
+      const double params = 3.0 * (256 * 256 * 2 + 128 * 256 * 2 + 528 * 256 * 3) + 1009 * 256;
+      EXPECT_DOUBLE_EQ(v.weight_bytes, params * (0.5 + 1.0 / 16));
+      EXPECT_DOUBLE_EQ(r.variants[1].weight_bytes, params * (f32 ? 4 : 2));
+      const double m = mode == ReplayMode::kDecode ? 1 : 5;
+      EXPECT_DOUBLE_EQ(v.flops, 2 * m * (params - 1009 * 256) + 2 * 1009 * 256);  // lm_head: last token only
+      EXPECT_GT(v.full_us, v.us_median);  // 6 layers estimated from 3
+      for (double t : v.samples_us) EXPECT_GT(t, 0);
+    }
 }
 
 TEST(BenchReplay, TooLargeFailsBeforeAllocating) {
