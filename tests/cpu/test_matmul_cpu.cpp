@@ -164,10 +164,20 @@ TEST(CpuMatmul, OneHotRecoversDequantizeBitExact) {
       }
       Out y = poisoned(t, k, n, n);
       cpu::quantized_matmul_path(xv, w.view(), y.view, p);
+      // The Highway GEMV again 4 rows per call: its byte-table decode (M <= 4, x86 without AVX-512).
+      Out y4 = poisoned(t, k, n, n);
+      const int es = dtype_size(t);
+      for (std::int64_t r0 = 0; p == CpuPath::kGemv && r0 < k; r0 += 4)
+        cpu::quantized_matmul_path(MatrixView{xb.data() + r0 * k * es, t, 4, k, k}, w.view(),
+                                   MatrixView{y4.bytes.data() + r0 * n * es, t, 4, n, n}, p);
       hwy::SetSupportedTargetsForTest(0);
-      expect_exact(  // == also treats -0 == +0 (a sum of +0 and -0 terms)
-          y, k, n, [&](std::int64_t i, std::int64_t j) { return load_as_f32(deq.data(), t, j * k + i); },
-          [&](std::int64_t i, std::int64_t j) { return "m=" + std::to_string(i) + " n=" + std::to_string(j); });
+      for (const Out* o : {&y, &y4}) {
+        if (o == &y4 && p != CpuPath::kGemv) continue;
+        SCOPED_TRACE(o == &y ? "one call" : "4 rows per call");
+        expect_exact(  // == also treats -0 == +0 (a sum of +0 and -0 terms)
+            *o, k, n, [&](std::int64_t i, std::int64_t j) { return load_as_f32(deq.data(), t, j * k + i); },
+            [&](std::int64_t i, std::int64_t j) { return "m=" + std::to_string(i) + " n=" + std::to_string(j); });
+      }
     }
   }
 }

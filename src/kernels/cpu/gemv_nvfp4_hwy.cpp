@@ -13,6 +13,9 @@
 // are needed on the weight side. Lane i's block scale is one E4M3 byte, decoded with integer ops
 // (no denormal operands, so the result does not depend on DAZ/FTZ).
 //
+// x86 without AVX-512 decodes through a byte table instead at M <= 4 (GemvRowChunkLut), with the
+// activations in that decode's order.
+//
 // Arithmetic per lane and block: p = sum_j e2m1_j * x_j (fp32 FMA, 16 terms), acc += p * |scale|;
 // the tensor scale multiplies the final fp32 sum once. e2m1 values and scales are exact in
 // fp32; only the summation order and FMA rounding differ from the oracle (tolerance in
@@ -88,6 +91,15 @@ HWY_INLINE VF DecodeE4M3Abs(DF df, VU b) {
   return hn::IfThenElse(is_nan, hn::NaN(df), s);
 }
 
+// The byte-table decode (GemvRowChunk below) on x86 without AVX-512; this file is compiled once
+// per Highway target (foreach_target.h).
+#undef NVFP4_GEMV_LUT
+#if HWY_ARCH_X86 && (HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3)
+#define NVFP4_GEMV_LUT 1
+#else
+#define NVFP4_GEMV_LUT 0
+#endif
+
 struct GemvCtx {
   const MatmulArgs* a;
   const float* xp;        // permuted fp32 activations [m][k]
@@ -160,8 +172,83 @@ HWY_INLINE void GemvRowChunk(const float* xc, std::int64_t k, std::int64_t L, co
 #undef NVFP4_PART_ACC
 }
 
+// x86 without AVX-512 (AVX2, SSE4): a byte-table decode instead of DecodeE2M1's permute. The AVX2
+// permute (vpermps ymm) is 3 uops with one issue per 4 cycles on AMD Zen 1 (AMD's and Agner Fog's
+// tables), and the old AVX2 GEMV ran at 13% of the read bandwidth there (docs/perf-cpu.md 31).
+// Here each packed byte's two codes go through a 16-entry byte table (pshufb: one uop per 16 or
+// 32 bytes) to 2 * e2m1 as int8, exact integers -12..12, which are widened and converted (exact)
+// where they are used. Lanes then run along k within one block, so the block scale is a broadcast:
+// per block, part = sum of the 16 products, acc += part * (|scale| / 2).
+#if NVFP4_GEMV_LUT
+// Its order of a chunk's activations (GemvImpl permutes x once per call into it): block i's 8 even
+// elements, then its 8 odd ones; the decode's int8 codes come out in the same order.
+template <int MR, int NR, int R>
+HWY_INLINE void GemvRowChunkLut(const float* xc, std::int64_t k, std::int64_t, const std::uint8_t* p,
+                             const std::uint8_t* sp, VF& acc0, VF& acc1, VF& acc2, VF& acc3, VF& acc4,
+                             VF& acc5, VF& acc6, VF& acc7) {
+  const DF df;
+  const DU du;
+  const DI di;
+  const D8 d8;
+  const hn::ScalableTag<std::uint8_t> db;   // 4L bytes
+  const hn::Rebind<std::int8_t, DI> dq;     // L int8, widened to L int32
+  constexpr int L = static_cast<int>(hn::MaxLanes(DF()));
+  static_assert(L == 4 || L == 8, "the byte-table decode: 128- and 256-bit vectors");
+  // 2 * e2m1 of codes 0..15 (E2M1: 0, .5, 1, 1.5, 2, 3, 4, 6, then the negatives; -0 -> 0).
+  alignas(16) static constexpr std::uint8_t kTwiceE2M1[16] = {0, 1, 2, 3, 4, 6, 8, 12,
+                                                                0, 0xFF, 0xFE, 0xFD, 0xFC, 0xFA, 0xF8, 0xF4};
+  const auto tbl = hn::LoadDup128(db, kTwiceE2M1);
+  const auto low4 = hn::Set(db, std::uint8_t{0x0F});
+  // ev[b] / od[b]: 2 * e2m1 of the low / high code of the chunk's byte b (element 2b / 2b + 1).
+  alignas(32) std::int8_t ev[8 * L], od[8 * L];
+  for (int h = 0; h < 2; ++h) {
+    const auto b = hn::LoadU(db, p + h * 4 * L);
+    hn::StoreU(hn::TableLookupBytes(tbl, hn::And(b, low4)), db, reinterpret_cast<std::uint8_t*>(ev) + h * 4 * L);
+    hn::StoreU(hn::TableLookupBytes(tbl, hn::ShiftRight<4>(b)), db, reinterpret_cast<std::uint8_t*>(od) + h * 4 * L);
+  }
+  alignas(32) float half_scale[L];  // |scale| / 2 of block i: exact (|scale| >= 2^-9)
+  hn::Store(hn::Mul(DecodeE4M3Abs(df, hn::PromoteTo(du, hn::LoadU(d8, sp))), hn::Set(df, 0.5f)), df, half_scale);
+  // Read them back from memory (vpmovsxbd ymm, m64; vbroadcastss): without this barrier GCC 12
+  // kept them in registers and extracted each piece with vperm2f128 / vextracti128 / vpsrldq,
+  // 40 vperm2f128 per 4 row chunks, 8 uops each on Zen 1.
+  asm volatile("" : : "r"(ev), "r"(od), "r"(half_scale) : "memory");
+  for (int i = 0; i < L; ++i) {
+#define NVFP4_PART_INIT(m) VF part##m = hn::Zero(df);
+    NVFP4_X8(NVFP4_PART_INIT)
+#undef NVFP4_PART_INIT
+    for (int v = 0; v < 8 / L; ++v) {
+      const VF we = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(dq, ev + 8 * i + v * L)));
+      const VF wo = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(dq, od + 8 * i + v * L)));
+#define NVFP4_PART_FMA(m)                                                                \
+  if constexpr (m < MR) {                                                                \
+    part##m = hn::MulAdd(we, hn::Load(df, xc + m * k + 16 * i + v * L), part##m);      \
+    part##m = hn::MulAdd(wo, hn::Load(df, xc + m * k + 16 * i + 8 + v * L), part##m);  \
+  }
+      NVFP4_X8(NVFP4_PART_FMA)
+#undef NVFP4_PART_FMA
+    }
+    const VF s = hn::Set(df, half_scale[i]);
+#define NVFP4_PART_ACC(m)                      \
+  if constexpr (m < MR) {                      \
+    VF& a = Slot<m * NR + R>(NVFP4_SLOT_ARGS); \
+    a = hn::MulAdd(part##m, s, a);             \
+  }
+    NVFP4_X8(NVFP4_PART_ACC)
+#undef NVFP4_PART_ACC
+  }
+}
+#else
+// Never called: GemvImpl takes the byte-table decode only where NVFP4_GEMV_LUT.
+template <int MR, int NR, int R>
+HWY_INLINE void GemvRowChunkLut(const float* xc, std::int64_t k, std::int64_t L, const std::uint8_t* p,
+                                const std::uint8_t* sp, VF& acc0, VF& acc1, VF& acc2, VF& acc3, VF& acc4,
+                                VF& acc5, VF& acc6, VF& acc7) {
+  GemvRowChunk<MR, NR, R>(xc, k, L, p, sp, NVFP4_SLOT_ARGS);
+}
+#endif
+
 // out[mi][r] = sum over chunks [c0, c1) of rows m0.., weight rows n0.. (no tail, no tensor scale)
-template <int MR, int NR>
+template <int MR, int NR, bool kLut>
 HWY_INLINE void GemvTile(const GemvCtx& g, std::int64_t m0, std::int64_t n0, std::int64_t c0,
                          std::int64_t c1, float out[MR][NR]) {
   static_assert(MR * NR <= 8 && NR <= 4, "GEMV register block: at most 8 accumulators, 4 weight rows");
@@ -179,8 +266,11 @@ HWY_INLINE void GemvTile(const GemvCtx& g, std::int64_t m0, std::int64_t n0, std
 #undef NVFP4_ACC_INIT
   for (std::int64_t c = c0; c < c1; ++c) {
     const float* xc = g.xp + m0 * k + c * g.chunk;
-#define NVFP4_ROW(r) \
-  if constexpr (r < NR) GemvRowChunk<MR, NR, r>(xc, k, L, prow[r] + c * 8 * L, srow[r] + c * L, NVFP4_SLOT_ARGS);
+#define NVFP4_ROW(r)                                                                                   \
+  if constexpr (r < NR && kLut)                                                                        \
+    GemvRowChunkLut<MR, NR, r>(xc, k, L, prow[r] + c * 8 * L, srow[r] + c * L, NVFP4_SLOT_ARGS);       \
+  else if constexpr (r < NR)                                                                           \
+    GemvRowChunk<MR, NR, r>(xc, k, L, prow[r] + c * 8 * L, srow[r] + c * L, NVFP4_SLOT_ARGS);
     NVFP4_ROW(0) NVFP4_ROW(1) NVFP4_ROW(2) NVFP4_ROW(3)
 #undef NVFP4_ROW
   }
@@ -194,7 +284,7 @@ HWY_INLINE void GemvTile(const GemvCtx& g, std::int64_t m0, std::int64_t n0, std
 
 // Rows [n0, n1) of W against rows [m0, m0+MR) of x, chunks [c0, c1), plus the scalar K tail if
 // `tail`. Writes the raw sums (no tensor scale) to dst[mi * dst_stride + n].
-template <int MR, int NR>
+template <int MR, int NR, bool kLut>
 void GemvRows(const GemvCtx& g, std::int64_t m0, std::int64_t n0, std::int64_t n1, std::int64_t c0,
               std::int64_t c1, bool tail, float* dst, std::int64_t dst_stride) {
   const MatmulArgs& a = *g.a;
@@ -218,29 +308,30 @@ void GemvRows(const GemvCtx& g, std::int64_t m0, std::int64_t n0, std::int64_t n
   std::int64_t n = n0;
   for (; n + NR <= n1; n += NR) {
     float out[MR][NR];
-    GemvTile<MR, NR>(g, m0, n, c0, c1, out);
+    GemvTile<MR, NR, kLut>(g, m0, n, c0, c1, out);
     for (int m = 0; m < MR; ++m)
       for (int r = 0; r < NR; ++r) finish(n + r, m, out[m][r]);
   }
   for (; n < n1; ++n) {
     float out[MR][1];
-    GemvTile<MR, 1>(g, m0, n, c0, c1, out);
+    GemvTile<MR, 1, kLut>(g, m0, n, c0, c1, out);
     for (int m = 0; m < MR; ++m) finish(n, m, out[m][0]);
   }
 }
 
+template <bool kLut>
 void GemvRowsAnyM(const GemvCtx& g, int mr, std::int64_t m0, std::int64_t n0, std::int64_t n1,
                   std::int64_t c0, std::int64_t c1, bool tail, float* dst, std::int64_t ds) {
   // NR so that MR*NR independent FMA chains (>= 4) hide the FMA latency.
   switch (mr) {
-    case 1: GemvRows<1, 4>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    case 2: GemvRows<2, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    case 3: GemvRows<3, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    case 4: GemvRows<4, 1>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    case 5: GemvRows<5, 1>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    case 6: GemvRows<6, 1>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    case 7: GemvRows<7, 1>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    default: GemvRows<8, 1>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 1: GemvRows<1, 4, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 2: GemvRows<2, 2, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 3: GemvRows<3, 2, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 4: GemvRows<4, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 5: GemvRows<5, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 6: GemvRows<6, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 7: GemvRows<7, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    default: GemvRows<8, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
   }
 }
 
@@ -249,6 +340,12 @@ void GemvImpl(const MatmulArgs& a) {
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
   const std::int64_t chunk = 16 * L, k = a.k, n = a.n, m = a.m;
   GemvCtx g{&a, nullptr, L, chunk, k / chunk};
+  // The byte-table decode up to 4 rows: it decodes cheaper, but scales each block in every row
+  // (1.5x the permute decode's FMAs per weight). Measured hot at 4096 x 14336 on the AMD EPYC
+  // family 23 dev VM, 2 threads, 2026-12-02 (docs/perf-cpu.md 31): M = 1 / 2 / 4 / 8 took 6.53 /
+  // 8.81 / 12.45 / 22.30 ms with it against 8.61 / 10.72 / 12.93 / 19.62 ms without.
+  constexpr std::int64_t kLutMaxM = 4;
+  const bool lut = NVFP4_GEMV_LUT && m <= kLutMaxM;
 
   // Activations: widened to fp32 once, permuted into the decode order (see the file header).
   auto xp = hwy::AllocateAligned<float>(static_cast<std::size_t>(m * k));
@@ -258,7 +355,12 @@ void GemvImpl(const MatmulArgs& a) {
     float* dst = xp.get() + mi * k;
     for (std::int64_t c = 0; c < g.nch; ++c)
       for (std::int64_t j = 0; j < 16; ++j)
-        for (std::int64_t i = 0; i < L; ++i) dst[c * chunk + j * L + i] = row[c * chunk + 16 * i + j];
+        for (std::int64_t i = 0; i < L; ++i) {
+          if (lut)  // block i: even elements, then odd ones
+            dst[c * chunk + 16 * i + (j & 1) * 8 + j / 2] = row[c * chunk + 16 * i + j];
+          else
+            dst[c * chunk + j * L + i] = row[c * chunk + 16 * i + j];
+        }
     for (std::int64_t kk = g.nch * chunk; kk < k; ++kk) dst[kk] = row[kk];
   }
   g.xp = xp.get();
@@ -285,7 +387,10 @@ void GemvImpl(const MatmulArgs& a) {
     const int mr = static_cast<int>(std::min<std::int64_t>(8, m - m0));
     const std::int64_t c0 = g.nch * seg / nseg, c1 = g.nch * (seg + 1) / nseg;
     float* dst = sums + seg * m * n + m0 * n;
-    GemvRowsAnyM(g, mr, m0, n0, n1, c0, c1, seg == nseg - 1, dst, n);
+    if (lut)
+      GemvRowsAnyM<true>(g, mr, m0, n0, n1, c0, c1, seg == nseg - 1, dst, n);
+    else
+      GemvRowsAnyM<false>(g, mr, m0, n0, n1, c0, c1, seg == nseg - 1, dst, n);
   });
 
   // Sum K segments in a fixed order (deterministic), apply the tensor scale once, store.
