@@ -125,6 +125,13 @@ HWY_INLINE VF& Slot(VF& a0, VF& a1, VF& a2, VF& a3, VF& a4, VF& a5, VF& a6, VF& 
   else return a7;
 }
 
+// Both row-chunk decodes end a block group the same way: accumulator slot m * NR + R += part m * s.
+#define NVFP4_PART_ACC(m)                      \
+  if constexpr (m < MR) {                      \
+    VF& a = Slot<m * NR + R>(NVFP4_SLOT_ARGS); \
+    a = hn::MulAdd(part##m, s, a);             \
+  }
+
 // Weight row R of the tile, one chunk: decode its E/O words and block scales, form the MR
 // unscaled partial sums against x (xc: the chunk of row m0, rows k apart), and add partial * scale
 // into accumulator slots m * NR + R.
@@ -163,13 +170,7 @@ HWY_INLINE void GemvRowChunk(const float* xc, std::int64_t k, std::int64_t L, co
     NVFP4_X8(NVFP4_PART_FMA)
   }
 #undef NVFP4_PART_FMA
-#define NVFP4_PART_ACC(m)                                              \
-  if constexpr (m < MR) {                                              \
-    VF& a = Slot<m * NR + R>(NVFP4_SLOT_ARGS);                         \
-    a = hn::MulAdd(part##m, s, a);                                     \
-  }
   NVFP4_X8(NVFP4_PART_ACC)
-#undef NVFP4_PART_ACC
 }
 
 // x86 without AVX-512 (AVX2, SSE4): a byte-table decode instead of DecodeE2M1's permute. The AVX2
@@ -228,13 +229,7 @@ HWY_INLINE void GemvRowChunkLut(const float* xc, std::int64_t k, std::int64_t, c
 #undef NVFP4_PART_FMA
     }
     const VF s = hn::Set(df, half_scale[i]);
-#define NVFP4_PART_ACC(m)                      \
-  if constexpr (m < MR) {                      \
-    VF& a = Slot<m * NR + R>(NVFP4_SLOT_ARGS); \
-    a = hn::MulAdd(part##m, s, a);             \
-  }
     NVFP4_X8(NVFP4_PART_ACC)
-#undef NVFP4_PART_ACC
   }
 }
 #else
@@ -246,6 +241,7 @@ HWY_INLINE void GemvRowChunkLut(const float* xc, std::int64_t k, std::int64_t L,
   GemvRowChunk<MR, NR, R>(xc, k, L, p, sp, NVFP4_SLOT_ARGS);
 }
 #endif
+#undef NVFP4_PART_ACC
 
 // out[mi][r] = sum over chunks [c0, c1) of rows m0.., weight rows n0.. (no tail, no tensor scale)
 template <int MR, int NR, bool kLut>
