@@ -91,8 +91,8 @@ HWY_INLINE VF DecodeE4M3Abs(DF df, VU b) {
   return hn::IfThenElse(is_nan, hn::NaN(df), s);
 }
 
-// The byte-table decode (GemvRowChunk below) on x86 without AVX-512; this file is compiled once
-// per Highway target (foreach_target.h).
+// The byte-table decode (GemvRowChunkLut below) on x86 without AVX-512; this file is compiled
+// once per Highway target (foreach_target.h).
 #undef NVFP4_GEMV_LUT
 #if HWY_ARCH_X86 && (HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3)
 #define NVFP4_GEMV_LUT 1
@@ -174,8 +174,9 @@ HWY_INLINE void GemvRowChunk(const float* xc, std::int64_t k, std::int64_t L, co
 }
 
 // x86 without AVX-512 (AVX2, SSE4): a byte-table decode instead of DecodeE2M1's permute. The AVX2
-// permute (vpermps ymm) is 3 uops with one issue per 4 cycles on AMD Zen 1 (AMD's and Agner Fog's
-// tables), and the old AVX2 GEMV ran at 13% of the read bandwidth there (docs/perf-cpu.md 31).
+// permute (vpermps ymm) issued once per 4 cycles on an AVX2-only AMD EPYC host (family 23, Zen 1's
+// signature; measured in a loop), and the GEMV with it ran at 13% of the read bandwidth there
+// (docs/perf-cpu.md 31).
 // Here each packed byte's two codes go through a 16-entry byte table (pshufb: one uop per 16 or
 // 32 bytes) to 2 * e2m1 as int8, exact integers -12..12, which are widened and converted (exact)
 // where they are used. Lanes then run along k within one block, so the block scale is a broadcast:
