@@ -319,6 +319,17 @@ void GemvRows(const GemvCtx& g, std::int64_t m0, std::int64_t n0, std::int64_t n
 template <bool kLut>
 void GemvRowsAnyM(const GemvCtx& g, int mr, std::int64_t m0, std::int64_t n0, std::int64_t n1,
                   std::int64_t c0, std::int64_t c1, bool tail, float* dst, std::int64_t ds) {
+  // The byte-table decode (M <= 4) one weight row at a time: against 4 / 2 rows per tile at
+  // M = 1 / 2, hot 1 x 4096 x 14336 6.13-6.34 against 6.58-6.68 ms and 2 x 4096 x 14336 8.58-8.62
+  // against 9.50-10.60 ms, alternating, M = 3 unchanged (docs/perf-cpu.md 31; no PMU there to say why).
+  if constexpr (kLut) {
+    switch (mr) {
+      case 1: GemvRows<1, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); return;
+      case 2: GemvRows<2, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); return;
+      case 3: GemvRows<3, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); return;
+      default: GemvRows<4, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); return;  // mr <= 4 here
+    }
+  }
   // NR so that MR*NR independent FMA chains (>= 4) hide the FMA latency.
   switch (mr) {
     case 1: GemvRows<1, 4, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
