@@ -189,13 +189,14 @@ std::vector<Row> run_cpu(const Options& o) {
   for (const Shape& s : o.shapes) {
     {
       // Lower bound of the host memory this shape takes: the fp32 source weights, the quantized
-      // weights and >= 2 rotation copies of them, the dense bf16 baseline, fp32-sized
-      // activations and two outputs.
+      // weights and >= 2 rotation copies of them, the dense baseline's weights (bf16, or fp32
+      // where oneDNN has no bf16 matmul: dense_cpu.h), fp32-sized activations and two outputs.
       const double nk = static_cast<double>(s.n) * static_cast<double>(s.k);
-      const double need = nk * 4 + 3 * nk * 9 / 16 + nk * 2 + static_cast<double>(s.m) * s.k * 4 +
-                          2.0 * s.m * s.n * 4;
+      const double dense_bytes = onednn_bf16_matmul_available() ? 2 : 4;
+      const double need = nk * 4 + 3 * nk * 9 / 16 + (o.dense ? nk * dense_bytes : 0) +
+                          static_cast<double>(s.m) * s.k * 4 + 2.0 * s.m * s.n * 4;
       check_shape("CPU", s, need, mem_available_bytes(), "this host (MemAvailable)",
-                  "fp32 source weights, quantized copies, dense bf16 weights, activations, outputs");
+                  "fp32 source weights, quantized copies, dense weights, activations, outputs");
     }
     std::mt19937_64 rng(seed++);
     std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -317,7 +318,9 @@ std::vector<Row> run_cpu(const Options& o) {
       using dnnl::memory;
       const dnnl::engine eng_cpu(dnnl::engine::kind::cpu, 0);
       std::optional<dnnl::stream> strm;
-      const std::optional<dnnl::matmul::primitive_desc> pd = onednn_bf16_matmul_pd(eng_cpu, s.m, s.n, s.k, memory::data_type::f32);
+      const std::optional<dnnl::matmul::primitive_desc> pd =
+          onednn_bf16_matmul_available() ? onednn_bf16_matmul_pd(eng_cpu, s.m, s.n, s.k, memory::data_type::f32)
+                                         : std::nullopt;
       if (pd) strm.emplace(eng_cpu);
       const bool use_dnnl = pd.has_value();
 #else

@@ -16,7 +16,8 @@
 // x86 without AVX-512 decodes through a byte table instead at M <= 4 (GemvRowChunkLut), with the
 // activations in that decode's order.
 //
-// Arithmetic per lane and block: p = sum_j e2m1_j * x_j (fp32 FMA, 16 terms), acc += p * |scale|;
+// Arithmetic per lane and block: p = sum_j e2m1_j * x_j (fp32 FMA, 16 terms), acc += p * |scale|
+// (the byte-table decode: p = sum_j 2 e2m1_j * x_j, acc += p * (|scale| / 2));
 // the tensor scale multiplies the final fp32 sum once. e2m1 values and scales are exact in
 // fp32; only the summation order and FMA rounding differ from the oracle (tolerance in
 // tests/cpu/test_matmul_cpu.cpp). K % (16L) elements at the end of a row go through a scalar
@@ -329,17 +330,18 @@ void GemvRowsAnyM(const GemvCtx& g, int mr, std::int64_t m0, std::int64_t n0, st
       case 3: GemvRows<3, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); return;
       default: GemvRows<4, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); return;  // mr <= 4 here
     }
-  }
-  // NR so that MR*NR independent FMA chains (>= 4) hide the FMA latency.
-  switch (mr) {
-    case 1: GemvRows<1, 4, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    case 2: GemvRows<2, 2, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    case 3: GemvRows<3, 2, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    case 4: GemvRows<4, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    case 5: GemvRows<5, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    case 6: GemvRows<6, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    case 7: GemvRows<7, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    default: GemvRows<8, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+  } else {
+    // NR so that MR*NR independent FMA chains (>= 4) hide the FMA latency.
+    switch (mr) {
+      case 1: GemvRows<1, 4, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+      case 2: GemvRows<2, 2, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+      case 3: GemvRows<3, 2, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+      case 4: GemvRows<4, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+      case 5: GemvRows<5, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+      case 6: GemvRows<6, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+      case 7: GemvRows<7, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+      default: GemvRows<8, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    }
   }
 }
 

@@ -249,7 +249,8 @@ void quantized_matmul_path(const MatrixView& x, const WeightView& w, const Matri
       if (!gemm_nvfp4_bf16(a, Bf16Kernel::kAmx)) gemm_nvfp4_hwy(a);
       break;
   }
-  // An unscaled block partial can overflow near FLT_MAX (|x| > ~2^121 with small scales) where
+  // An unscaled block partial can overflow near FLT_MAX (|x| > ~2^120 with small scales: the
+  // Highway GEMV's byte-table decode sums 2 * e2m1 * x) where
   // the oracle's x * (e2m1 * scale) products do not. A non-finite output (rare: it also comes
   // from NaN/Inf inputs, where the rerun gives the same) is recomputed on the GEMM, whose decoded
   // panels hold the scaled weights as the oracle does.
