@@ -319,8 +319,7 @@ std::vector<Row> run_cpu(const Options& o) {
       const dnnl::engine eng_cpu(dnnl::engine::kind::cpu, 0);
       std::optional<dnnl::stream> strm;
       const std::optional<dnnl::matmul::primitive_desc> pd =
-          onednn_bf16_matmul_available() ? onednn_bf16_matmul_pd(eng_cpu, s.m, s.n, s.k, memory::data_type::f32)
-                                         : std::nullopt;
+          onednn_bf16_matmul_pd(eng_cpu, s.m, s.n, s.k, memory::data_type::f32);
       if (pd) strm.emplace(eng_cpu);
       const bool use_dnnl = pd.has_value();
 #else

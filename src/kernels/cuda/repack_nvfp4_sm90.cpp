@@ -19,11 +19,10 @@ void repack::require_known_codes(const char* op, RepackedCodes codes, const std:
 
 void repack_for_gemv_sm90_ref(const WeightView& w, std::uint8_t* packed_out, std::uint8_t* scales_out, RepackedCodes codes) {
   const char* op = "cuda::repack_for_gemv_sm90_ref";
-  if (!repack::shape_ok(w.n, w.k))
-    fail(op, "needs N % 16 == 0 and K % 128 == 0 (got N=" + std::to_string(w.n) + " K=" + std::to_string(w.k) + ")");
-  if (!w.packed || !w.scales || !packed_out || !scales_out)
-    fail(op, "null pointer (N=" + std::to_string(w.n) + " K=" + std::to_string(w.k) + ")");
-  repack::require_known_codes(op, codes, "N=" + std::to_string(w.n) + " K=" + std::to_string(w.k));
+  const std::string shape = "N=" + std::to_string(w.n) + " K=" + std::to_string(w.k);
+  if (!repack::shape_ok(w.n, w.k)) fail(op, "needs N % 16 == 0 and K % 128 == 0 (got " + shape + ")");
+  if (!w.packed || !w.scales || !packed_out || !scales_out) fail(op, "null pointer (" + shape + ")");
+  repack::require_known_codes(op, codes, shape);
   const std::int64_t tiles = w.n / 16, chunks = w.k / 64;
   for (std::int64_t tl = 0; tl < tiles; ++tl)
     for (std::int64_t c = 0; c < chunks; ++c)
