@@ -172,11 +172,11 @@ TEST(CpuMatmul, OneHotRecoversDequantizeBitExact) {
   }
 }
 
-// The Highway GEMV at M <= 4, called directly on every compiled target (on x86 without AVX-512
+// The Highway GEMV at M <= 8, called directly on every compiled target (on x86 without AVX-512
 // this is its byte-table decode, gemv_nvfp4_hwy.cpp): no dispatcher, so no rerun on the GEMM
 // can hide a NaN or Inf it produces. K = 272 / 2064: whole 128- and 64-element chunks plus a
-// 16-element tail. One-hot rows (4 per call) recover the dequantized weights bit for bit; random
-// rows match the oracle; a NaN scale inside a chunk makes exactly its row's outputs NaN.
+// 16-element tail. One-hot rows (3 and 8 per call) recover the dequantized weights bit for bit;
+// random rows match the oracle; a NaN scale inside a chunk makes exactly its row's outputs NaN.
 TEST(CpuMatmul, HwyGemvSmallMDirect) {
   const std::int64_t n = 37;
   for (std::int64_t k : {272, 2064}) {
@@ -189,19 +189,24 @@ TEST(CpuMatmul, HwyGemvSmallMDirect) {
       for (DType t : {DType::kF32, DType::kBF16}) {
         SCOPED_TRACE(dtype_name(t));
         const std::vector<std::uint8_t> deq = dequantized(w, t);
-        const std::int64_t rows = 4 * 7, k0 = k / 2 - 9;  // one-hot at columns k0 .. k0 + 27
+        // One-hot rows 3 and 8 per call: the byte-table decode scales partial sums up to 3 rows and
+        // the decoded weights from 4 (gemv_nvfp4_hwy.cpp); both must give the weights' exact bits.
+        const std::int64_t rows = 24, k0 = k / 2 - 9;  // one-hot at columns k0 .. k0 + 23
         std::vector<std::uint8_t> xb = one_hot_rows(t, rows, k, k0);
-        Out y = poisoned(t, rows, n, n);
         const int es = dtype_size(t);
-        for (std::int64_t r0 = 0; r0 < rows; r0 += 4) {
-          Out y4 = poisoned(t, 4, n, n);
-          cpu::gemv_nvfp4_hwy(args_of(MatrixView{xb.data() + r0 * k * es, t, 4, k, k}, w, y4.view));
-          std::memcpy(y.bytes.data() + r0 * n * es, y4.bytes.data(), static_cast<std::size_t>(4 * n * es));
+        for (std::int64_t per_call : {3, 8}) {
+          SCOPED_TRACE("one-hot rows per call " + std::to_string(per_call));
+          Out y = poisoned(t, rows, n, n);
+          for (std::int64_t r0 = 0; r0 < rows; r0 += per_call) {
+            Out yc = poisoned(t, per_call, n, n);
+            cpu::gemv_nvfp4_hwy(args_of(MatrixView{xb.data() + r0 * k * es, t, per_call, k, k}, w, yc.view));
+            std::memcpy(y.bytes.data() + r0 * n * es, yc.bytes.data(), static_cast<std::size_t>(per_call * n * es));
+          }
+          expect_exact(
+              y, rows, n, [&](std::int64_t i, std::int64_t j) { return load_as_f32(deq.data(), t, j * k + k0 + i); },
+              [&](std::int64_t i, std::int64_t j) { return "m=" + std::to_string(i) + " n=" + std::to_string(j); });
         }
-        expect_exact(
-            y, rows, n, [&](std::int64_t i, std::int64_t j) { return load_as_f32(deq.data(), t, j * k + k0 + i); },
-            [&](std::int64_t i, std::int64_t j) { return "m=" + std::to_string(i) + " n=" + std::to_string(j); });
-        for (std::int64_t m = 1; m <= 4; ++m) {
+        for (std::int64_t m = 1; m <= 8; ++m) {
           SCOPED_TRACE("M=" + std::to_string(m));
           const Act x = random_x(t, m, k, k, seed + m);
           Out ref = poisoned(t, m, n, n), got = poisoned(t, m, n, n);
@@ -210,15 +215,19 @@ TEST(CpuMatmul, HwyGemvSmallMDirect) {
           expect_matches_oracle(ref, got, abs_sums(w, x.view), w);
         }
       }
-      // A NaN scale (0x7F) in row 5's block 9 (inside the first chunk on every target).
+      // A NaN scale (0x7F) in row 5's block 9 (inside the first chunk on every target), at 3 and 6
+      // rows (both byte-table forms).
       Weight wn = w;
       wn.scales[static_cast<std::size_t>(5 * (k / 16) + 9)] = 0x7F;
-      const Act x = random_x(DType::kF32, 3, k, k, seed + 7);
-      Out got = poisoned(DType::kF32, 3, n, n);
-      cpu::gemv_nvfp4_hwy(args_of(x.view, wn, got.view));
-      for (std::int64_t m = 0; m < 3; ++m)
-        for (std::int64_t j = 0; j < n; ++j)
-          EXPECT_EQ(std::isnan(got.get(m, j)), j == 5) << "m=" << m << " n=" << j << " y=" << got.get(m, j);
+      for (std::int64_t mm : {3, 6}) {
+        const Act x = random_x(DType::kF32, mm, k, k, seed + 7);
+        Out got = poisoned(DType::kF32, mm, n, n);
+        cpu::gemv_nvfp4_hwy(args_of(x.view, wn, got.view));
+        for (std::int64_t m = 0; m < mm; ++m)
+          for (std::int64_t j = 0; j < n; ++j)
+            EXPECT_EQ(std::isnan(got.get(m, j)), j == 5)
+                << "M=" << mm << " m=" << m << " n=" << j << " y=" << got.get(m, j);
+      }
     }
     hwy::SetSupportedTargetsForTest(0);
   }

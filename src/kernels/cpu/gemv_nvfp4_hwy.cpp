@@ -7,18 +7,17 @@
 // vectors (4L bytes each) are split into even words E and odd words O (ConcatEven/ConcatOdd), so
 // lane i of E and O covers elements 16i..16i+7 and 16i+8..16i+15 of the chunk: one whole
 // 16-element block per lane. `E >> 4j` then has element 16i+j in the low nibble of lane i, which
-// a 16-entry table turns into fp32 (AVX-512: vpermps reads only the low 4 index bits; AVX2:
-// 8-entry vpermps + sign bit; elsewhere exact integer arithmetic). The activations are
-// permuted once per call into the same order (xp[c][j][i] = x[c*16L + 16i + j]), so no shuffles
-// are needed on the weight side. Lane i's block scale is one E4M3 byte, decoded with integer ops
+// a 16-entry table turns into fp32 (AVX-512: vpermps reads only the low 4 index bits; elsewhere
+// exact integer arithmetic). The activations are permuted once per call into the same order
+// (xp[c][j][i] = x[c*16L + 16i + j]), so no shuffles are needed on the weight side. Lane i's block scale is one E4M3 byte, decoded with integer ops
 // (no denormal operands, so the result does not depend on DAZ/FTZ).
 //
-// x86 without AVX-512 decodes through a byte table instead at M <= 4 (GemvRowChunkLut), with the
-// activations in that decode's order.
+// x86 without AVX-512 (AVX2, SSE4) decodes through a byte table instead (GemvRowChunkLut), with
+// the activations in that decode's order.
 //
 // Arithmetic per lane and block: p = sum_j e2m1_j * x_j (fp32 FMA, 16 terms), acc += p * |scale|
-// (the byte-table decode: p = sum_j 2 e2m1_j * x_j, acc += p * (|scale| / 2));
-// the tensor scale multiplies the final fp32 sum once. e2m1 values and scales are exact in
+// (the byte-table decode: the same with 2 e2m1_j and |scale| / 2 up to 3 rows, and from 4 rows
+// acc += sum_j (2 e2m1_j * |scale| / 2) * x_j, the dequantized weight); the tensor scale multiplies the final fp32 sum once. e2m1 values and scales are exact in
 // fp32; only the summation order and FMA rounding differ from the oracle (tolerance in
 // tests/cpu/test_matmul_cpu.cpp). K % (16L) elements at the end of a row go through a scalar
 // loop with the oracle's exact e2m1*scale product.
@@ -56,12 +55,6 @@ HWY_INLINE VF DecodeE2M1(DF df, VU v) {
   const __m512 tbl = _mm512_setr_ps(0.f, .5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f,  //
                                     -0.f, -.5f, -1.f, -1.5f, -2.f, -3.f, -4.f, -6.f);
   return VF{_mm512_permutexvar_ps(v.raw, tbl)};
-#elif HWY_TARGET == HWY_AVX2
-  const __m256 tbl = _mm256_setr_ps(0.f, .5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f);
-  const DU du;
-  const VF mag{_mm256_permutevar8x32_ps(tbl, v.raw)};  // low 3 bits pick the magnitude
-  const VU sign = hn::And(hn::ShiftLeft<28>(v), hn::Set(du, 0x80000000u));
-  return hn::Or(mag, hn::BitCast(df, sign));
 #else
   // magnitude m: m >= 2 -> bits (m << 22) + 0x3F000000 (exponent m>>1 - 1, mantissa m&1);
   // m == 1 -> 0.5 = 0x3F000000; m == 0 -> 0.
@@ -106,6 +99,7 @@ struct GemvCtx {
   const float* xp;        // permuted fp32 activations [m][k]
   std::int64_t L, chunk;  // lanes, elements per chunk (16L)
   std::int64_t nch;       // full chunks per row
+  const float* half_scale;  // byte-table decode: |E4M3 scale| / 2 of each scale byte (exact)
 };
 
 // The register blocks are named variables (hwy_register_block.h): accumulator slot i = m * NR + r
@@ -178,75 +172,107 @@ HWY_INLINE void GemvRowChunk(const float* xc, std::int64_t k, std::int64_t L, co
 // permute (vpermps ymm) issued once per 4 cycles on an AVX2-only AMD EPYC host (family 23, Zen 1's
 // signature; measured in a loop), and the GEMV with it ran at 13% of the read bandwidth there
 // (docs/perf-cpu.md 31).
-// Here each packed byte's two codes go through a 16-entry byte table (pshufb: one uop per 16 or
-// 32 bytes) to 2 * e2m1 as int8, exact integers -12..12, which are widened and converted (exact)
-// where they are used. Lanes then run along k within one block, so the block scale is a broadcast:
-// per block, part = sum of the 16 products, acc += part * (|scale| / 2).
+// Here each packed byte's two codes go through a 16-entry byte table (pshufb: one uop per 16
+// bytes) to 2 * e2m1 as int8, exact integers -12..12, which are widened (vpmovsxbd) and converted
+// (exact). Lanes run along k within one block, so the block scale is a broadcast load from a
+// 256-entry table of |scale| / 2 (exact: |scale| >= 2^-9). Per block and row:
+//   MR <= 3: part = sum of the 16 products, acc += part * (|scale| / 2) (3 FMAs per 16 weights);
+//   MR >= 4: the scale goes into the decoded weights once for all rows (w = 2 e2m1 * |scale| / 2,
+//            exactly the dequantized weight), then acc += w * x (2 FMAs per 16 weights and row).
+// Everything stays in registers: each 16-byte piece of the chunk is two blocks, each block's 8
+// int8 codes one 8-byte half (AVX2) or two 4-byte quarters (SSE4) of the table's result. (An
+// earlier form stored the table results to the stack and reloaded them: on the EPYC host this
+// form is 11-20% faster at M = 1..4; docs/perf-cpu.md 32.)
 #if NVFP4_GEMV_LUT
-// Its order of a chunk's activations (GemvImpl permutes x once per call into it): block i's 8 even
-// elements, then its 8 odd ones; the decode's int8 codes come out in the same order.
-template <int MR, int NR, int R>
-HWY_INLINE void GemvRowChunkLut(const float* xc, std::int64_t k, std::int64_t, const std::uint8_t* p,
-                             const std::uint8_t* sp, VF& acc0, VF& acc1, VF& acc2, VF& acc3, VF& acc4,
-                             VF& acc5, VF& acc6, VF& acc7) {
+// 2 * e2m1 of codes 0..15 (E2M1: 0, .5, 1, 1.5, 2, 3, 4, 6, then the negatives; -0 -> 0).
+alignas(16) static constexpr std::uint8_t kTwiceE2M1[16] = {0, 1, 2, 3, 4, 6, 8, 12,
+                                                            0, 0xFF, 0xFE, 0xFD, 0xFC, 0xFA, 0xF8, 0xF4};
+
+// The L int8 values at byte `off` (a multiple of L) of a 16-byte vector, widened to int32 and
+// converted to fp32 (exact). `off` is a constant after unrolling; the switch folds away.
+HWY_INLINE VF CodesToF32(hn::Vec128<std::int8_t> v, int off) {
   const DF df;
-  const DU du;
   const DI di;
-  const D8 d8;
-  const hn::ScalableTag<std::uint8_t> db;   // 4L bytes
-  const hn::Rebind<std::int8_t, DI> dq;     // L int8, widened to L int32
   constexpr int L = static_cast<int>(hn::MaxLanes(DF()));
-  static_assert(L == 4 || L == 8, "the byte-table decode: 128- and 256-bit vectors");
-  // 2 * e2m1 of codes 0..15 (E2M1: 0, .5, 1, 1.5, 2, 3, 4, 6, then the negatives; -0 -> 0).
-  alignas(16) static constexpr std::uint8_t kTwiceE2M1[16] = {0, 1, 2, 3, 4, 6, 8, 12,
-                                                                0, 0xFF, 0xFE, 0xFD, 0xFC, 0xFA, 0xF8, 0xF4};
-  const auto tbl = hn::LoadDup128(db, kTwiceE2M1);
-  const auto low4 = hn::Set(db, std::uint8_t{0x0F});
-  // ev[b] / od[b]: 2 * e2m1 of the low / high code of the chunk's byte b (element 2b / 2b + 1).
-  alignas(32) std::int8_t ev[8 * L], od[8 * L];
-  for (int h = 0; h < 2; ++h) {
-    const auto b = hn::LoadU(db, p + h * 4 * L);
-    hn::StoreU(hn::TableLookupBytes(tbl, hn::And(b, low4)), db, reinterpret_cast<std::uint8_t*>(ev) + h * 4 * L);
-    hn::StoreU(hn::TableLookupBytes(tbl, hn::ShiftRight<4>(b)), db, reinterpret_cast<std::uint8_t*>(od) + h * 4 * L);
-  }
-  alignas(32) float half_scale[L];  // |scale| / 2 of block i: exact (|scale| >= 2^-9)
-  hn::Store(hn::Mul(DecodeE4M3Abs(df, hn::PromoteTo(du, hn::LoadU(d8, sp))), hn::Set(df, 0.5f)), df, half_scale);
-  // Read them back from memory (vpmovsxbd ymm, m64; vbroadcastss): without this barrier GCC 12
-  // kept them in registers and extracted each piece with vperm2f128 / vextracti128 / vpsrldq,
-  // 40 vperm2f128 per 4 row chunks, 8 uops each on Zen 1.
-  asm volatile("" : : "r"(ev), "r"(od), "r"(half_scale) : "memory");
-  for (int i = 0; i < L; ++i) {
-#define NVFP4_PART_INIT(m) VF part##m = hn::Zero(df);
-    NVFP4_X8(NVFP4_PART_INIT)
-#undef NVFP4_PART_INIT
-    for (int v = 0; v < 8 / L; ++v) {
-      const VF we = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(dq, ev + 8 * i + v * L)));
-      const VF wo = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(dq, od + 8 * i + v * L)));
-#define NVFP4_PART_FMA(m)                                                                \
-  if constexpr (m < MR) {                                                                \
-    part##m = hn::MulAdd(we, hn::Load(df, xc + m * k + 16 * i + v * L), part##m);      \
-    part##m = hn::MulAdd(wo, hn::Load(df, xc + m * k + 16 * i + 8 + v * L), part##m);  \
-  }
-      NVFP4_X8(NVFP4_PART_FMA)
-#undef NVFP4_PART_FMA
-    }
-    const VF s = hn::Set(df, half_scale[i]);
-    NVFP4_X8(NVFP4_PART_ACC)
+  const hn::Full128<std::int8_t> d16;
+  auto lanes = [&](auto shifted) {
+    if constexpr (L == 8) return hn::ConvertTo(df, hn::PromoteTo(di, hn::LowerHalf(shifted)));
+    else return hn::ConvertTo(df, hn::PromoteTo(di, hn::LowerHalf(hn::LowerHalf(shifted))));
+  };
+  switch (off) {
+    case 0: return lanes(v);
+    case 4: return lanes(hn::ShiftRightBytes<4>(d16, v));
+    case 8: return lanes(hn::ShiftRightBytes<8>(d16, v));
+    default: return lanes(hn::ShiftRightBytes<12>(d16, v));
   }
 }
-#else
-// Never called: GemvImpl takes the byte-table decode only where NVFP4_GEMV_LUT.
+
+// Its order of a chunk's activations (GemvImpl permutes x once per call into it): block i's 8 even
+// elements, then its 8 odd ones; the decode's codes come out in the same order.
 template <int MR, int NR, int R>
-HWY_INLINE void GemvRowChunkLut(const float* xc, std::int64_t k, std::int64_t L, const std::uint8_t* p,
-                                const std::uint8_t* sp, VF& acc0, VF& acc1, VF& acc2, VF& acc3, VF& acc4,
-                                VF& acc5, VF& acc6, VF& acc7) {
-  GemvRowChunk<MR, NR, R>(xc, k, L, p, sp, NVFP4_SLOT_ARGS);
+HWY_INLINE void GemvRowChunkLut(const float* xc, std::int64_t k, std::int64_t, const std::uint8_t* p,
+                                const std::uint8_t* sp, const float* half_scale_tab, VF& acc0, VF& acc1,
+                                VF& acc2, VF& acc3, VF& acc4, VF& acc5, VF& acc6, VF& acc7) {
+  const DF df;
+  constexpr int L = static_cast<int>(hn::MaxLanes(DF()));
+  static_assert(L == 4 || L == 8, "the byte-table decode: 128- and 256-bit vectors");
+  const hn::Full128<std::uint8_t> d16;
+  const hn::Full128<std::int8_t> d16i;
+  const auto tbl = hn::LoadDup128(d16, kTwiceE2M1);
+  const auto low4 = hn::Set(d16, std::uint8_t{0x0F});
+  for (int q = 0; q < L / 2; ++q) {  // the chunk's 8L bytes in 16-byte pieces: blocks 2q, 2q + 1
+    const auto b = hn::LoadU(d16, p + 16 * q);
+    // Byte j of ev / od: 2 * e2m1 of the low / high code of piece byte j (element 2j / 2j + 1).
+    const auto ev = hn::BitCast(d16i, hn::TableLookupBytes(tbl, hn::And(b, low4)));
+    const auto od = hn::BitCast(d16i, hn::TableLookupBytes(tbl, hn::And(hn::ShiftRight<4>(b), low4)));
+    for (int h = 0; h < 2; ++h) {
+      const int i = 2 * q + h;  // block of the chunk
+      const float* xb = xc + 16 * i;
+      const VF s = hn::Set(df, half_scale_tab[sp[i]]);
+      if constexpr (MR <= 3) {
+#define NVFP4_PART_INIT(m) VF part##m = hn::Zero(df);
+        NVFP4_X8(NVFP4_PART_INIT)
+#undef NVFP4_PART_INIT
+        for (int v = 0; v < 8 / L; ++v) {
+          const VF we = CodesToF32(ev, 8 * h + v * L), wo = CodesToF32(od, 8 * h + v * L);
+#define NVFP4_PART_FMA(m)                                                      \
+  if constexpr (m < MR) {                                                      \
+    part##m = hn::MulAdd(we, hn::Load(df, xb + m * k + v * L), part##m);       \
+    part##m = hn::MulAdd(wo, hn::Load(df, xb + m * k + 8 + v * L), part##m);   \
+  }
+          NVFP4_X8(NVFP4_PART_FMA)
+#undef NVFP4_PART_FMA
+        }
+        if constexpr (MR == 1 && NR == 1) {
+          // One row: odd blocks into slot 1 (GemvTile adds it to slot 0), a second chain for the
+          // FMA latency: -3..-5% hot and cold at 1 x 4096 x 14336 on the EPYC host (perf-cpu 32).
+          VF& a = h ? acc1 : acc0;
+          a = hn::MulAdd(part0, s, a);
+        } else {
+          NVFP4_X8(NVFP4_PART_ACC)
+        }
+      } else {
+        for (int v = 0; v < 8 / L; ++v) {
+          const VF we = hn::Mul(CodesToF32(ev, 8 * h + v * L), s);
+          const VF wo = hn::Mul(CodesToF32(od, 8 * h + v * L), s);
+#define NVFP4_ROW_FMA(m)                                                                      \
+  if constexpr (m < MR) {                                                                     \
+    VF& a = Slot<m * NR + R>(NVFP4_SLOT_ARGS);                                                \
+    a = hn::MulAdd(wo, hn::Load(df, xb + m * k + 8 + v * L),                                  \
+                   hn::MulAdd(we, hn::Load(df, xb + m * k + v * L), a));                      \
+  }
+          NVFP4_X8(NVFP4_ROW_FMA)
+#undef NVFP4_ROW_FMA
+        }
+      }
+    }
+  }
 }
 #endif
 #undef NVFP4_PART_ACC
 
 // out[mi][r] = sum over chunks [c0, c1) of rows m0.., weight rows n0.. (no tail, no tensor scale)
-template <int MR, int NR, bool kLut>
+template <int MR, int NR>
 HWY_INLINE void GemvTile(const GemvCtx& g, std::int64_t m0, std::int64_t n0, std::int64_t c0,
                          std::int64_t c1, float out[MR][NR]) {
   static_assert(MR * NR <= 8 && NR <= 4, "GEMV register block: at most 8 accumulators, 4 weight rows");
@@ -264,14 +290,20 @@ HWY_INLINE void GemvTile(const GemvCtx& g, std::int64_t m0, std::int64_t n0, std
 #undef NVFP4_ACC_INIT
   for (std::int64_t c = c0; c < c1; ++c) {
     const float* xc = g.xp + m0 * k + c * g.chunk;
+#if NVFP4_GEMV_LUT
 #define NVFP4_ROW(r)                                                                                   \
-  if constexpr (r < NR && kLut)                                                                        \
-    GemvRowChunkLut<MR, NR, r>(xc, k, L, prow[r] + c * 8 * L, srow[r] + c * L, NVFP4_SLOT_ARGS);       \
-  else if constexpr (r < NR)                                                                           \
+  if constexpr (r < NR)                                                                                \
+    GemvRowChunkLut<MR, NR, r>(xc, k, L, prow[r] + c * 8 * L, srow[r] + c * L, g.half_scale,         \
+                               NVFP4_SLOT_ARGS);
+#else
+#define NVFP4_ROW(r)                                                                                   \
+  if constexpr (r < NR)                                                                                \
     GemvRowChunk<MR, NR, r>(xc, k, L, prow[r] + c * 8 * L, srow[r] + c * L, NVFP4_SLOT_ARGS);
+#endif
     NVFP4_ROW(0) NVFP4_ROW(1) NVFP4_ROW(2) NVFP4_ROW(3)
 #undef NVFP4_ROW
   }
+  if constexpr (NVFP4_GEMV_LUT && MR * NR == 1) acc0 = hn::Add(acc0, acc1);  // GemvRowChunkLut's second chain
   float sums[8];
 #define NVFP4_SUM(i) if constexpr (i < MR * NR) sums[i] = hn::GetLane(hn::SumOfLanes(df, acc##i));
   NVFP4_X8(NVFP4_SUM)
@@ -282,7 +314,7 @@ HWY_INLINE void GemvTile(const GemvCtx& g, std::int64_t m0, std::int64_t n0, std
 
 // Rows [n0, n1) of W against rows [m0, m0+MR) of x, chunks [c0, c1), plus the scalar K tail if
 // `tail`. Writes the raw sums (no tensor scale) to dst[mi * dst_stride + n].
-template <int MR, int NR, bool kLut>
+template <int MR, int NR>
 void GemvRows(const GemvCtx& g, std::int64_t m0, std::int64_t n0, std::int64_t n1, std::int64_t c0,
               std::int64_t c1, bool tail, float* dst, std::int64_t dst_stride) {
   const MatmulArgs& a = *g.a;
@@ -306,42 +338,39 @@ void GemvRows(const GemvCtx& g, std::int64_t m0, std::int64_t n0, std::int64_t n
   std::int64_t n = n0;
   for (; n + NR <= n1; n += NR) {
     float out[MR][NR];
-    GemvTile<MR, NR, kLut>(g, m0, n, c0, c1, out);
+    GemvTile<MR, NR>(g, m0, n, c0, c1, out);
     for (int m = 0; m < MR; ++m)
       for (int r = 0; r < NR; ++r) finish(n + r, m, out[m][r]);
   }
   for (; n < n1; ++n) {
     float out[MR][1];
-    GemvTile<MR, 1, kLut>(g, m0, n, c0, c1, out);
+    GemvTile<MR, 1>(g, m0, n, c0, c1, out);
     for (int m = 0; m < MR; ++m) finish(n, m, out[m][0]);
   }
 }
 
-template <bool kLut>
 void GemvRowsAnyM(const GemvCtx& g, int mr, std::int64_t m0, std::int64_t n0, std::int64_t n1,
                   std::int64_t c0, std::int64_t c1, bool tail, float* dst, std::int64_t ds) {
-  // The byte-table decode (M <= 4) one weight row at a time: against 4 / 2 rows per tile at
-  // M = 1 / 2, hot 1 x 4096 x 14336 6.13-6.34 against 6.58-6.68 ms and 2 x 4096 x 14336 8.58-8.62
-  // against 9.50-10.60 ms, alternating, M = 3 unchanged (docs/perf-cpu.md 31; no PMU there to say why).
-  if constexpr (kLut) {
-    switch (mr) {
-      case 1: GemvRows<1, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); return;
-      case 2: GemvRows<2, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); return;
-      case 3: GemvRows<3, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); return;
-      default: GemvRows<4, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); return;  // mr <= 4 here
-    }
-  } else {
-    // NR so that MR*NR independent FMA chains (>= 4) hide the FMA latency.
-    switch (mr) {
-      case 1: GemvRows<1, 4, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-      case 2: GemvRows<2, 2, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-      case 3: GemvRows<3, 2, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-      case 4: GemvRows<4, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-      case 5: GemvRows<5, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-      case 6: GemvRows<6, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-      case 7: GemvRows<7, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-      default: GemvRows<8, 1, kLut>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
-    }
+#if NVFP4_GEMV_LUT
+  // The byte-table decode one weight row at a time: against 4 / 2 rows per tile at M = 1 / 2,
+  // hot 1 x 4096 x 14336 6.13-6.34 against 6.58-6.68 ms and 2 x 4096 x 14336 8.58-8.62 against
+  // 9.50-10.60 ms, alternating, M = 3 unchanged (docs/perf-cpu.md 31; no PMU there to say why).
+  switch (mr) {
+    case 1: GemvRows<1, 1>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 2: GemvRows<2, 1>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 3: GemvRows<3, 1>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+#else
+  // NR so that MR*NR independent FMA chains (>= 4) hide the FMA latency.
+  switch (mr) {
+    case 1: GemvRows<1, 4>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 2: GemvRows<2, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 3: GemvRows<3, 2>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+#endif
+    case 4: GemvRows<4, 1>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 5: GemvRows<5, 1>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 6: GemvRows<6, 1>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    case 7: GemvRows<7, 1>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
+    default: GemvRows<8, 1>(g, m0, n0, n1, c0, c1, tail, dst, ds); break;
   }
 }
 
@@ -349,13 +378,14 @@ void GemvImpl(const MatmulArgs& a) {
   const DF df;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
   const std::int64_t chunk = 16 * L, k = a.k, n = a.n, m = a.m;
-  GemvCtx g{&a, nullptr, L, chunk, k / chunk};
-  // The byte-table decode up to 4 rows: it decodes cheaper, but scales each block in every row
-  // (1.5x the permute decode's FMAs per weight). Measured hot at 4096 x 14336 on the AMD EPYC
-  // family 23 dev VM, 2 threads, 2026-12-02 (docs/perf-cpu.md 31): M = 1 / 2 / 4 / 8 took 6.53 /
-  // 8.81 / 12.45 / 22.30 ms with it against 8.61 / 10.72 / 12.93 / 19.62 ms without.
-  constexpr std::int64_t kLutMaxM = 4;
-  const bool lut = NVFP4_GEMV_LUT && m <= kLutMaxM;
+  // |scale| / 2 per scale byte, for the byte-table decode: exact, as |scale| >= 2^-9.
+  alignas(64) float half_scale[256];
+  for (int b = 0; b < 256; ++b) half_scale[b] = e4m3_abs_table()[b] * 0.5f;
+  GemvCtx g{&a, nullptr, L, chunk, k / chunk, half_scale};
+  // The byte-table decode at every M where it is compiled: on the AMD EPYC family 23 dev VM
+  // (2 threads, hot 4096 x 14336, 2026-12-02, docs/perf-cpu.md 32) it is 1.15-1.25x faster than the
+  // permute decode from M = 1 to 8.
+  constexpr bool lut = NVFP4_GEMV_LUT;
 
   // Activations: widened to fp32 once, permuted into the decode order (see the file header).
   auto xp = hwy::AllocateAligned<float>(static_cast<std::size_t>(m * k));
@@ -397,10 +427,7 @@ void GemvImpl(const MatmulArgs& a) {
     const int mr = static_cast<int>(std::min<std::int64_t>(8, m - m0));
     const std::int64_t c0 = g.nch * seg / nseg, c1 = g.nch * (seg + 1) / nseg;
     float* dst = sums + seg * m * n + m0 * n;
-    if (lut)
-      GemvRowsAnyM<true>(g, mr, m0, n0, n1, c0, c1, seg == nseg - 1, dst, n);
-    else
-      GemvRowsAnyM<false>(g, mr, m0, n0, n1, c0, c1, seg == nseg - 1, dst, n);
+    GemvRowsAnyM(g, mr, m0, n0, n1, c0, c1, seg == nseg - 1, dst, n);
   });
 
   // Sum K segments in a fixed order (deterministic), apply the tensor scale once, store.
