@@ -233,24 +233,6 @@ TEST(CpuMatmul, HwyGemvSmallMDirect) {
   }
 }
 
-// The default GEMV bound follows the Highway target (tuning_cpu.h): 24 rows where the GEMV runs
-// its byte-table decode (x86 without AVX-512), else 8. Where no AVX-512 path can run, M up to
-// the bound takes the Highway GEMV and the next M the fp32 GEMM.
-TEST(CpuMatmul, GemvMaxMFollowsTheHighwayTarget) {
-  const std::string target = cpu::hwy_target_name();
-  const bool byte_table = target == "AVX2" || target == "SSE4" || target == "SSSE3";
-  const cpu::CpuTuning defaults;
-  EXPECT_EQ(defaults.gemv_max_m, byte_table ? 24 : 8) << target;
-  if (!byte_table) GTEST_SKIP() << "the Highway GEMV runs " << target << " here: bound 8, checked above";
-  const cpu::CpuTuning saved = cpu::cpu_tuning();
-  cpu::cpu_tuning_mutable() = defaults;
-  for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
-    EXPECT_EQ(cpu::cpu_path_for(24, t), CpuPath::kGemv) << dtype_name(t);
-    EXPECT_EQ(cpu::cpu_path_for(25, t), CpuPath::kGemmF32) << dtype_name(t);
-  }
-  cpu::cpu_tuning_mutable() = saved;
-}
-
 TEST(CpuMatmul, NaNScalePropagates) {
   Weight w = random_weight(5, 32, 7);
   w.scales[3] = 0x7F;  // row 1, block 1

@@ -11,8 +11,7 @@
 //     gemv_split_f32_rows                    -> GEMV on vdpbf16ps (fp16/fp32 split exactly into
 //                                               2/3 bf16 pieces; if the data cannot be split
 //                                               exactly, e.g. NaN/Inf, the Highway GEMV runs)
-//   M <= gemv_max_m (8; 24 on x86 without AVX-512: tuning_cpu.h)
-//                                            -> GEMV (Highway, best target)
+//   M <= gemv_max_m (tuning_cpu.h)          -> GEMV (Highway, best target)
 //   AMX granted                              -> GEMM on AMX tiles, any dtype (fp16/fp32 split
 //                                               exactly; data that cannot be split: fp32 GEMM)
 //   M <= gemv_bf16_max_m / gemv_f16_max_m / gemv_f32_max_m (24 / 32 / 16), no AMX, the dtype not
@@ -101,13 +100,6 @@ std::int64_t gemv_fma_dtypes_default() {
 }
 
 std::int64_t gemv_fma_max_m_default() { return gemv_amx_supported() ? 2 : 16; }
-
-std::int64_t gemv_max_m_default() {
-  // The Highway GEMV's byte-table decode (x86 without AVX-512, gemv_nvfp4_hwy.cpp) beats the fp32
-  // GEMM up to M = 24 (tuning_cpu.h).
-  const std::string t = hwy_target_name();
-  return t == "AVX2" || t == "SSE4" || t == "SSSE3" ? 24 : 8;
-}
 
 std::int64_t gemm_bf16_fp32_min_m_default() {
   const bool slow_vdpbf16ps = (gemv_fma_dtypes_default() & gemv_fma_dtype_bit(DType::kBF16)) != 0;

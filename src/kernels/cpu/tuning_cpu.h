@@ -15,19 +15,13 @@ namespace nvfp4::cpu {
 // gemv_fma_dtypes bit of a dtype.
 std::int64_t gemv_fma_dtypes_default();
 std::int64_t gemv_fma_max_m_default();
-std::int64_t gemv_max_m_default();
 std::int64_t gemm_bf16_fp32_min_m_default();
 inline std::int64_t gemv_fma_dtype_bit(DType t) { return std::int64_t{1} << static_cast<int>(t); }
 
 struct CpuTuning {
   // GEMV (weights streamed once for all rows of x) up to this M; GEMM above. At M=8 the GEMV
   // still runs 8 FMAs per decoded vector, which keeps it under the decode+stream cost.
-  // Default (gemv_max_m_default): 8; 24 where the Highway GEMV runs its byte-table decode (x86
-  // without AVX-512). There, on the AMD EPYC family 23 dev VM (2 threads, cold, bf16, us median,
-  // GEMV / fp32 GEMM, 2026-12-02, docs/perf-cpu.md 32): 4096 x 14336 M = 9 26.6k / 40.9k, M = 16
-  // 40.1k / 51.2k, M = 24 60.0k / 62.6k, M = 32 81.5k / 76.2k (hot); 9728 x 2560 M = 16 17.7k /
-  // 22.0k, M = 24 26.5k / 27.5k; 2560 x 9728 M = 24 24.9k / 27.0k.
-  std::int64_t gemv_max_m = gemv_max_m_default();
+  std::int64_t gemv_max_m = 8;
   // bf16 activations, M above gemv_max_m, where the CPU has no AMX GEMM: the vdpbf16ps GEMV (in
   // balanced groups of <= 8 rows, each group streaming the weights from L1/L2 again) up to this
   // M, the bf16 GEMM above. Measured (Zen 4 VM, 2 threads, cold, cpu_paths_bench, us median,
