@@ -100,30 +100,42 @@ HWY_INLINE void DecodeBlock16Rows(const std::uint8_t* const* prow, const float* 
   for (int j = 0; j < 16; ++j) _mm512_storeu_si512(dst + j * nr, out[j]);
 }
 #elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
-// AVX2 (L = 8, NR = 16): the same for 8 weight rows, 8 k at a time (two 8 x 8 transposes per
-// block). vpermps reads index bits 2:0, so the lookup gives |E2M1| and bit 3 is moved to the sign
-// (as gemv_nvfp4_hwy.cpp DecodeE2M1): the scalar decode's lut[code] * |scale|, the same bits.
-// Measured before it: the scalar decode took 43% of the AVX2 target's GEMM at 32 x 9728 x 2560.
-HWY_INLINE void DecodeBlock8Rows(const std::uint8_t* const* prow, const float* sc, std::int64_t b,
-                                 const float* lut, float* dst, std::int64_t nr) {
-  const __m256 mag = _mm256_loadu_ps(lut);  // codes 0..7: the magnitudes
-  const __m256i shift = _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4);
-  const __m256i sign_bit = _mm256_set1_epi32(static_cast<int>(0x80000000u));
-  __m256 r[2][8];  // [k half][row]
-  for (int c = 0; c < 8; ++c) {
-    const __m128i b8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(prow[c] + b * (kBlockSize / 2)));
-    const __m128i dup = _mm_unpacklo_epi8(b8, b8);
-    for (int h = 0; h < 2; ++h) {
-      const __m256i codes = _mm256_srlv_epi32(_mm256_cvtepu8_epi32(h ? _mm_srli_si128(dup, 8) : dup), shift);
-      const __m256 v = _mm256_or_ps(_mm256_permutevar8x32_ps(mag, codes),
-                                    _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(codes, 28), sign_bit)));
-      r[h][c] = _mm256_mul_ps(v, _mm256_set1_ps(sc[c]));
-    }
-  }
-  for (int h = 0; h < 2; ++h) {
-    __m256 out[8];
-    transpose8x8_ps(r[h], out);
-    for (int j = 0; j < 8; ++j) _mm256_storeu_ps(dst + (8 * h + j) * nr, out[j]);
+// AVX2 (L = 8, NR = 16): 8 weight rows x one 16-k block, decoded in the panel's k-major order
+// directly: the rows' 8 packed bytes are transposed as bytes (12 unpacks), so each 16-byte vector
+// holds 2 packed k pairs of all 8 rows; their codes go through a 16-byte table (pshufb) to
+// 2 * e2m1 as int8, widened (vpmovsxbd), converted (exact) and multiplied by the rows' |scale| / 2
+// (exact: |scale| >= 2^-9), one vector of 8 rows per k: lut[code] * |scale|, the same values as
+// the scalar loop below (code 8, -0, gives +0; every output sum starts at +0, so no output bit
+// changes). Why: the previous form (vpermps per 8 weights and two 8 x 8 float transposes with
+// vperm2f128) cost 4 and 3 cycles per instruction on Zen 1 (docs/perf-cpu.md 31, 33); the
+// scalar decode before that took 43% of this target's GEMM at 32 x 9728 x 2560.
+HWY_INLINE void DecodeBlock8Rows(const std::uint8_t* const* prow, const float* sc, std::int64_t b, float* dst,
+                                 std::int64_t nr) {
+  alignas(16) static constexpr std::uint8_t kTwiceE2M1[16] = {0, 1, 2, 3, 4, 6, 8, 12,
+                                                              0, 0xFF, 0xFE, 0xFD, 0xFC, 0xFA, 0xF8, 0xF4};
+  const __m128i tbl = _mm_load_si128(reinterpret_cast<const __m128i*>(kTwiceE2M1));
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  const __m256 half_scale = _mm256_mul_ps(_mm256_loadu_ps(sc), _mm256_set1_ps(0.5f));
+  __m128i r[8];
+  for (int c = 0; c < 8; ++c) r[c] = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(prow[c] + b * (kBlockSize / 2)));
+  // Byte transpose: q[i] = packed byte 2i of rows 0..7, then packed byte 2i + 1 of rows 0..7.
+  const __m128i a0 = _mm_unpacklo_epi8(r[0], r[1]), a1 = _mm_unpacklo_epi8(r[2], r[3]);
+  const __m128i a2 = _mm_unpacklo_epi8(r[4], r[5]), a3 = _mm_unpacklo_epi8(r[6], r[7]);
+  const __m128i b0 = _mm_unpacklo_epi16(a0, a1), b1 = _mm_unpackhi_epi16(a0, a1);  // rows 0-3
+  const __m128i b2 = _mm_unpacklo_epi16(a2, a3), b3 = _mm_unpackhi_epi16(a2, a3);  // rows 4-7
+  const __m128i q[4] = {_mm_unpacklo_epi32(b0, b2), _mm_unpackhi_epi32(b0, b2), _mm_unpacklo_epi32(b1, b3),
+                        _mm_unpackhi_epi32(b1, b3)};
+  auto put = [&](int kk, __m128i v8) {  // 8 int8 (2 * e2m1 of rows 0..7 at k = kk) -> the panel
+    const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v8));
+    _mm256_storeu_ps(dst + kk * nr, _mm256_mul_ps(v, half_scale));
+  };
+  for (int i = 0; i < 4; ++i) {
+    const __m128i lo = _mm_shuffle_epi8(tbl, _mm_and_si128(q[i], low4));                     // k = 4i, 4i + 2
+    const __m128i hi = _mm_shuffle_epi8(tbl, _mm_and_si128(_mm_srli_epi16(q[i], 4), low4));  // k = 4i + 1, 4i + 3
+    put(4 * i, lo);
+    put(4 * i + 1, hi);
+    put(4 * i + 2, _mm_srli_si128(lo, 8));
+    put(4 * i + 3, _mm_srli_si128(hi, 8));
   }
 }
 #endif
@@ -188,8 +200,8 @@ void GemmImpl(const MatmulArgs& a) {
           }
 #elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
           if (NR == 16) {  // two halves of 8 rows
-            DecodeBlock8Rows(prow, sc, b, lut, panel + b * kBlockSize * NR, NR);
-            DecodeBlock8Rows(prow + 8, sc + 8, b, lut, panel + b * kBlockSize * NR + 8, NR);
+            DecodeBlock8Rows(prow, sc, b, panel + b * kBlockSize * NR, NR);
+            DecodeBlock8Rows(prow + 8, sc + 8, b, panel + b * kBlockSize * NR + 8, NR);
             continue;
           }
 #endif
