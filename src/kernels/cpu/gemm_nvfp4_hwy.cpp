@@ -111,8 +111,6 @@ HWY_INLINE void DecodeBlock16Rows(const std::uint8_t* const* prow, const float* 
 // scalar decode before that took 43% of this target's GEMM at 32 x 9728 x 2560.
 HWY_INLINE void DecodeBlock8Rows(const std::uint8_t* const* prow, const float* sc, std::int64_t b, float* dst,
                                  std::int64_t nr) {
-  alignas(16) static constexpr std::uint8_t kTwiceE2M1[16] = {0, 1, 2, 3, 4, 6, 8, 12,
-                                                              0, 0xFF, 0xFE, 0xFD, 0xFC, 0xFA, 0xF8, 0xF4};
   const __m128i tbl = _mm_load_si128(reinterpret_cast<const __m128i*>(kTwiceE2M1));
   const __m128i low4 = _mm_set1_epi8(0x0F);
   const __m256 half_scale = _mm256_mul_ps(_mm256_loadu_ps(sc), _mm256_set1_ps(0.5f));

@@ -184,9 +184,6 @@ HWY_INLINE void GemvRowChunk(const float* xc, std::int64_t k, std::int64_t L, co
 // earlier form stored the table results to the stack and reloaded them: on the EPYC host this
 // form is 11-20% faster at M = 1..4; docs/perf-cpu.md 32.)
 #if NVFP4_GEMV_LUT
-// 2 * e2m1 of codes 0..15 (E2M1: 0, .5, 1, 1.5, 2, 3, 4, 6, then the negatives; -0 -> 0).
-alignas(16) static constexpr std::uint8_t kTwiceE2M1[16] = {0, 1, 2, 3, 4, 6, 8, 12,
-                                                            0, 0xFF, 0xFE, 0xFD, 0xFC, 0xFA, 0xF8, 0xF4};
 
 // The L int8 values at byte `off` (a multiple of L) of a 16-byte vector, widened to int32 and
 // converted to fp32 (exact). `off` is a constant after unrolling; the switch folds away.

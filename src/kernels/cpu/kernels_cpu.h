@@ -116,6 +116,12 @@ std::unique_ptr<T[], Free64> alloc64(std::int64_t count) {
 // |scale| as fp32 for every E4M3 byte (0x7F/0xFF -> NaN, as the oracle gives).
 const float* e4m3_abs_table();  // 256 entries
 
+// 2 * e2m1 of codes 0..15 as int8 (E2M1: 0, .5, 1, 1.5, 2, 3, 4, 6, then the negatives; -0 -> 0):
+// the byte table (pshufb) of the x86 decodes without AVX-512 (gemv_nvfp4_hwy.cpp,
+// gemm_nvfp4_hwy.cpp). Exact integers; times |scale| / 2 they are the oracle's e2m1 * |scale|.
+alignas(16) inline constexpr std::uint8_t kTwiceE2M1[16] = {0, 1, 2, 3, 4, 6, 8, 12,
+                                                            0, 0xFF, 0xFE, 0xFD, 0xFC, 0xFA, 0xF8, 0xF4};
+
 // Row m of x widened exactly to fp32 into dst[0, k): elements >= kx are zero.
 void load_x_row_f32(const MatmulArgs& a, std::int64_t m, float* dst);
 
