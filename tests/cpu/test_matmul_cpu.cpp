@@ -174,12 +174,13 @@ TEST(CpuMatmul, OneHotRecoversDequantizeBitExact) {
 
 // The Highway GEMV at M <= 8, called directly on every compiled target (on x86 without AVX-512
 // this is its byte-table decode, gemv_nvfp4_hwy.cpp): no dispatcher, so no rerun on the GEMM
-// can hide a NaN or Inf it produces. K = 272 / 2064: whole 128- and 64-element chunks plus a
-// 16-element tail. One-hot rows (3 and 8 per call) recover the dequantized weights bit for bit;
-// random rows match the oracle; a NaN scale inside a chunk makes exactly its row's outputs NaN.
+// can hide a NaN or Inf it produces. K = 272 / 2064: whole chunks (8 blocks on AVX2, 4 on SSE4,
+// 16 on AVX-512) plus a one-block tail; K = 240: a tail of 7 blocks after one chunk on AVX2, of 3
+// after three on SSE4. One-hot rows (3 and 8 per call) recover the dequantized weights bit for
+// bit; random rows match the oracle; a NaN scale makes exactly its row's outputs NaN.
 TEST(CpuMatmul, HwyGemvSmallMDirect) {
   const std::int64_t n = 37;
-  for (std::int64_t k : {272, 2064}) {
+  for (std::int64_t k : {240, 272, 2064}) {
     const std::uint64_t seed = 4100 + k;
     SCOPED_TRACE("seed=" + std::to_string(seed) + " K=" + std::to_string(k));
     Weight w = random_weight(n, k, seed);
@@ -215,11 +216,12 @@ TEST(CpuMatmul, HwyGemvSmallMDirect) {
           expect_matches_oracle(ref, got, abs_sums(w, x.view), w);
         }
       }
-      // A NaN scale (0x7F) in row 5's block 9 (inside the first chunk on every target), at 3 and 6
-      // rows (both byte-table forms).
+      // A NaN scale (0x7F) in row 5's block 9 (in a whole chunk at K = 272 / 2064 on every target,
+      // in the tail at K = 240 on AVX2 and AVX-512), at 1, 3 and 6 rows (the byte-table decode's
+      // second chain for one row, its partial sums, its scaled weights).
       Weight wn = w;
       wn.scales[static_cast<std::size_t>(5 * (k / 16) + 9)] = 0x7F;
-      for (std::int64_t mm : {3, 6}) {
+      for (std::int64_t mm : {1, 3, 6}) {
         const Act x = random_x(DType::kF32, mm, k, k, seed + 7);
         Out got = poisoned(DType::kF32, mm, n, n);
         cpu::gemv_nvfp4_hwy(args_of(x.view, wn, got.view));

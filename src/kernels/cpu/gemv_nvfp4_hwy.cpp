@@ -9,16 +9,18 @@
 // 16-element block per lane. `E >> 4j` then has element 16i+j in the low nibble of lane i, which
 // a 16-entry table turns into fp32 (AVX-512: vpermps reads only the low 4 index bits; elsewhere
 // exact integer arithmetic). The activations are permuted once per call into the same order
-// (xp[c][j][i] = x[c*16L + 16i + j]), so no shuffles are needed on the weight side. Lane i's block scale is one E4M3 byte, decoded with integer ops
-// (no denormal operands, so the result does not depend on DAZ/FTZ).
+// (xp[c][j][i] = x[c*16L + 16i + j]), so no shuffles are needed on the weight side. Lane i's
+// block scale is one E4M3 byte, decoded with integer ops (no denormal operands, so the result
+// does not depend on DAZ/FTZ).
 //
-// x86 without AVX-512 (AVX2, SSE4) decodes through a byte table instead (GemvRowChunkLut), with
-// the activations in that decode's order.
+// x86 without AVX-512 (AVX2, SSE4, SSSE3) decodes through a byte table instead (GemvRowChunkLut),
+// with the activations in that decode's order.
 //
 // Arithmetic per lane and block: p = sum_j e2m1_j * x_j (fp32 FMA, 16 terms), acc += p * |scale|
 // (the byte-table decode: the same with 2 e2m1_j and |scale| / 2 up to 3 rows, and from 4 rows
-// acc += sum_j (2 e2m1_j * |scale| / 2) * x_j, the dequantized weight); the tensor scale multiplies the final fp32 sum once. e2m1 values and scales are exact in
-// fp32; only the summation order and FMA rounding differ from the oracle (tolerance in
+// acc += sum_j (2 e2m1_j * |scale| / 2) * x_j, the dequantized weight); the tensor scale
+// multiplies the final fp32 sum once. e2m1 values and scales are exact in fp32; only the
+// summation order and FMA rounding differ from the oracle (tolerance in
 // tests/cpu/test_matmul_cpu.cpp). K % (16L) elements at the end of a row go through a scalar
 // loop with the oracle's exact e2m1*scale product.
 #include <algorithm>
@@ -168,7 +170,7 @@ HWY_INLINE void GemvRowChunk(const float* xc, std::int64_t k, std::int64_t L, co
   NVFP4_X8(NVFP4_PART_ACC)
 }
 
-// x86 without AVX-512 (AVX2, SSE4): a byte-table decode instead of DecodeE2M1's permute. The AVX2
+// x86 without AVX-512 (AVX2, SSE4, SSSE3): a byte-table decode instead of DecodeE2M1's permute. The AVX2
 // permute (vpermps ymm) issued once per 4 cycles on an AVX2-only AMD EPYC host (family 23, Zen 1's
 // signature; measured in a loop), and the GEMV with it ran at 13% of the read bandwidth there
 // (docs/perf-cpu.md 31).
