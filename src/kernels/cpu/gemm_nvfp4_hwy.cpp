@@ -15,7 +15,6 @@
 #include "kernels/cpu/hwy_register_block.h"
 #include "kernels/cpu/kernels_cpu.h"
 #include "kernels/cpu/parallel_for.h"
-#include "kernels/cpu/transpose_x86.h"
 #include "kernels/cpu/tuning_cpu.h"
 
 #define HWY_WANT_AVX3_DL 1
@@ -79,25 +78,50 @@ HWY_INLINE void Ukernel(const float* A, std::int64_t lda, const float* B, std::i
 }
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-// AVX-512 panel decode (L = 16, NR = 32): 16 weight rows x one 16-k block, decoded along k (8
-// packed bytes per row: each byte duplicated, vpsrlvd by 0 / 4 so lane j holds code j in bits
-// 3:0, vpermps in the 16 E2M1 values, times the row's |scale|: the scalar decode's exact
-// product), then transposed in registers into the panel's k-major order: dst[j * NR + c] holds
-// k = 16 b + j of row c. Why: the scalar decode took 2/3 of the fp32 GEMM at M = 32 (perf,
-// docs/perf-cpu.md 29).
+// The packed bytes of one 16-k block of 16 weight rows, transposed as bytes: t[j] holds packed
+// byte j (elements 2j, 2j + 1) of rows 0..15 (32 unpacks).
+HWY_INLINE void TransposeBlockBytes16(const std::uint8_t* const* prow, std::int64_t b, __m128i (&t)[8]) {
+  __m128i a[8];
+  for (int i = 0; i < 8; ++i)
+    a[i] = _mm_unpacklo_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(prow[2 * i] + b * (kBlockSize / 2))),
+                             _mm_loadl_epi64(reinterpret_cast<const __m128i*>(prow[2 * i + 1] + b * (kBlockSize / 2))));
+  __m128i lo[4], hi[4];  // rows 4i..4i+3: bytes 0-3 / 4-7
+  for (int i = 0; i < 4; ++i) {
+    lo[i] = _mm_unpacklo_epi16(a[2 * i], a[2 * i + 1]);
+    hi[i] = _mm_unpackhi_epi16(a[2 * i], a[2 * i + 1]);
+  }
+  __m128i c[2][4];  // rows 8g..8g+7: bytes (0, 1), (2, 3), (4, 5), (6, 7)
+  for (int g = 0; g < 2; ++g) {
+    c[g][0] = _mm_unpacklo_epi32(lo[2 * g], lo[2 * g + 1]);
+    c[g][1] = _mm_unpackhi_epi32(lo[2 * g], lo[2 * g + 1]);
+    c[g][2] = _mm_unpacklo_epi32(hi[2 * g], hi[2 * g + 1]);
+    c[g][3] = _mm_unpackhi_epi32(hi[2 * g], hi[2 * g + 1]);
+  }
+  for (int p = 0; p < 4; ++p) {
+    t[2 * p] = _mm_unpacklo_epi64(c[0][p], c[1][p]);
+    t[2 * p + 1] = _mm_unpackhi_epi64(c[0][p], c[1][p]);
+  }
+}
+
+// AVX-512 panel decode (L = 16, NR = 32): 16 weight rows x one 16-k block, in the panel's k-major
+// order directly (dst[k * nr + c] holds k = 16 b + k of row c): each packed byte j of the 16 rows
+// (TransposeBlockBytes16) is widened to 16 lanes; vpermps reads index bits 3:0, so it looks up
+// element 2j's code as is and element 2j + 1's after a shift by 4; times the rows' |scale|: the
+// scalar decode's lut[code] * |scale|, the same bits. Per block: 3 port-5 uops per packed byte and
+// 32 unpacks, against 16 x (vpmovzxbd, vpermps) and a 16 x 16 dword transpose (~64 shuffles) in
+// the form before it (decode along k, then transpose; docs/perf-cpu.md 29, 33).
 HWY_INLINE void DecodeBlock16Rows(const std::uint8_t* const* prow, const float* sc, std::int64_t b,
                                   const float* lut, float* dst, std::int64_t nr) {
   const __m512 tbl = _mm512_loadu_ps(lut);
-  const __m512i shift = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
-  __m512i r[16];
-  for (int c = 0; c < 16; ++c) {
-    const __m128i b8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(prow[c] + b * (kBlockSize / 2)));
-    const __m512i codes = _mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(b8, b8)), shift);
-    r[c] = _mm512_castps_si512(_mm512_mul_ps(_mm512_permutexvar_ps(codes, tbl), _mm512_set1_ps(sc[c])));
+  const __m512 scale = _mm512_loadu_ps(sc);
+  __m128i t[8];
+  TransposeBlockBytes16(prow, b, t);
+  for (int j = 0; j < 8; ++j) {
+    const __m512i v = _mm512_cvtepu8_epi32(t[j]);
+    _mm512_storeu_ps(dst + (2 * j) * nr, _mm512_mul_ps(_mm512_permutexvar_ps(v, tbl), scale));
+    _mm512_storeu_ps(dst + (2 * j + 1) * nr,
+                     _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), tbl), scale));
   }
-  __m512i out[16];
-  transpose16x16_epi32(r, out);
-  for (int j = 0; j < 16; ++j) _mm512_storeu_si512(dst + j * nr, out[j]);
 }
 #elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
 // AVX2 (L = 8, NR = 16): 8 weight rows x one 16-k block, decoded in the panel's k-major order
