@@ -104,12 +104,12 @@ HWY_INLINE void TransposeBlockBytes16(const std::uint8_t* const* prow, std::int6
 }
 
 // AVX-512 panel decode (L = 16, NR = 32): 16 weight rows x one 16-k block, in the panel's k-major
-// order directly (dst[k * nr + c] holds k = 16 b + k of row c): each packed byte j of the 16 rows
-// (TransposeBlockBytes16) is widened to 16 lanes; vpermps reads index bits 3:0, so it looks up
-// element 2j's code as is and element 2j + 1's after a shift by 4; times the rows' |scale|: the
+// order directly (dst[i * nr + c] holds element 16 b + i of row c): each packed byte j of the 16
+// rows (TransposeBlockBytes16) is widened to 16 lanes; vpermps reads index bits 3:0, so it looks
+// up element 2j's code as is and element 2j + 1's after a shift by 4; times the rows' |scale|: the
 // scalar decode's lut[code] * |scale|, the same bits. Per block: 3 port-5 uops per packed byte and
-// 32 unpacks, against 16 x (vpmovzxbd, vpermps) and a 16 x 16 dword transpose (~64 shuffles) in
-// the form before it (decode along k, then transpose; docs/perf-cpu.md 29, 33).
+// 32 unpacks, against 16 x (vpmovzxbd, vpermps) and a 16 x 16 dword transpose (48 shuffles) in the
+// form before it (decode along k, then transpose; docs/perf-cpu.md 29, 34).
 HWY_INLINE void DecodeBlock16Rows(const std::uint8_t* const* prow, const float* sc, std::int64_t b,
                                   const float* lut, float* dst, std::int64_t nr) {
   const __m512 tbl = _mm512_loadu_ps(lut);
