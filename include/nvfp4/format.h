@@ -78,17 +78,15 @@ NVFP4_HD float e2m1_to_float(std::uint8_t code) {
 
 // Magnitude code of |x| by round-to-nearest, ties to the even code, saturating at 6.
 // Thresholds from the format (nvfp4-format.md): <=0.25 -> 0, <0.75 -> 0.5, <=1.25 -> 1,
-// <1.75 -> 1.5, <=2.5 -> 2, <3.5 -> 3, <=5 -> 4, else 6. A NaN magnitude maps to 6 (as
-// cuda_fp4.h and MLX do); the quantizers reject NaN before they get here.
+// <1.75 -> 1.5, <=2.5 -> 2, <3.5 -> 3, <=5 -> 4, else 6. The thresholds increase, so the code is
+// the number of them that a passes, counted without branches: as a chain of ifs it mispredicted
+// on real weights (11 against 4 ns per code in a loop on 2026-12-03; the two forms give the same
+// code for all 2^32 inputs, checked exhaustively). A NaN magnitude maps to 6 (as cuda_fp4.h and
+// MLX do); the quantizers reject NaN before they get here.
 NVFP4_HD std::uint8_t e2m1_magnitude_code(float a) {
-  if (a <= 0.25f) return 0;
-  if (a < 0.75f) return 1;
-  if (a <= 1.25f) return 2;
-  if (a < 1.75f) return 3;
-  if (a <= 2.5f) return 4;
-  if (a < 3.5f) return 5;
-  if (a <= 5.0f) return 6;
-  return 7;
+  if (a != a) return 7;
+  return static_cast<std::uint8_t>((a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) +
+                                   (a >= 3.5f) + (a > 5.0f));
 }
 
 // Sign rule of the encoder. Producers differ only on zero and on values that round to zero.

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
+#include "kernels/cpu/parallel_for.h"
 #include "nvfp4/error.h"
 #include "nvfp4/format.h"
 #include "nvfp4/quantize.h"
@@ -54,25 +56,54 @@ ScaleConvention convention_for(const QuantizeOptions& o) {
 }
 }  // namespace
 
+namespace {
+// Elements per task of the quantizer's parallel loops: enough to amortise a task's hand-out.
+constexpr std::int64_t kQuantizeTaskElements = std::int64_t{1} << 16;
+
+// The first (lowest) flat index each task stopped at, or -1: tasks cover ascending ranges, so the
+// first task with one holds the lowest bad index of the tensor, and errors name the same element
+// whatever the thread count.
+std::int64_t first_flagged(const std::vector<std::int64_t>& per_task) {
+  for (std::int64_t i : per_task)
+    if (i >= 0) return i;
+  return -1;
+}
+}  // namespace
+
 float weight_amax(const Tensor& w, const std::string& name) {
-  float amax = 0.0f;
   const std::int64_t n = w.numel();
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float v = w.get(i);
-    if (!std::isfinite(v)) {
-      // Name the index in the tensor's own coordinates, e.g. [3, 17].
-      std::string idx;
-      std::int64_t rem = i;
-      for (std::size_t d = w.shape.size(); d-- > 0;) {
-        idx = std::to_string(rem % w.shape[d]) + (idx.empty() ? "" : ", ") + idx;
-        rem /= w.shape[d];
+  const std::int64_t tasks = (n + kQuantizeTaskElements - 1) / kQuantizeTaskElements;
+  std::vector<float> amax(static_cast<std::size_t>(tasks), 0.0f);
+  std::vector<std::int64_t> bad(static_cast<std::size_t>(tasks), -1);
+  // Threads: max is exact and order-independent, so the result does not depend on them.
+  cpu::parallel_for(tasks, [&](std::int64_t t) {
+    float m = 0.0f;
+    for (std::int64_t i = t * kQuantizeTaskElements, e = std::min(n, i + kQuantizeTaskElements); i < e; ++i) {
+      const float v = w.get(i);
+      if (!std::isfinite(v)) {
+        bad[static_cast<std::size_t>(t)] = i;
+        return;
       }
-      fail("quantize", "tensor '" + name + "' has " + (std::isnan(v) ? "NaN" : "Inf") +
-                           " at index [" + idx + "] (flat " + std::to_string(i) + ")");
+      m = std::max(m, std::fabs(v));
     }
-    amax = std::max(amax, std::fabs(v));
+    amax[static_cast<std::size_t>(t)] = m;
+  });
+  const std::int64_t i = first_flagged(bad);
+  if (i >= 0) {
+    const float v = w.get(i);
+    // Name the index in the tensor's own coordinates, e.g. [3, 17].
+    std::string idx;
+    std::int64_t rem = i;
+    for (std::size_t d = w.shape.size(); d-- > 0;) {
+      idx = std::to_string(rem % w.shape[d]) + (idx.empty() ? "" : ", ") + idx;
+      rem /= w.shape[d];
+    }
+    fail("quantize", "tensor '" + name + "' has " + (std::isnan(v) ? "NaN" : "Inf") +
+                         " at index [" + idx + "] (flat " + std::to_string(i) + ")");
   }
-  return amax;
+  float m = 0.0f;
+  for (float a : amax) m = std::max(m, a);
+  return m;
 }
 
 float stored_scale_for_amax(Recipe r, float amax, DType src) {
@@ -97,35 +128,50 @@ QuantizedWeight quantize_with_amax(const Tensor& w, float amax, const QuantizeOp
   q.scales.assign(static_cast<std::size_t>(q.n * q.k / kBlockSize), 0);
 
   const std::int64_t nblocks = q.k / kBlockSize;
-  float x[kBlockSize];
-  recipes::BlockOut out{};
-  for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t b = 0; b < nblocks; ++b) {
-      for (int i = 0; i < kBlockSize; ++i) {
-        const std::int64_t c = b * kBlockSize + i;
-        x[i] = c < cols ? w.get(r * cols + c) : 0.0f;
-        if (!std::isfinite(x[i]))
-          fail("quantize", "tensor '" + opts.name + "' has a non-finite value at index [" +
-                               std::to_string(r) + ", " + std::to_string(c) + "]");
-        if (std::fabs(x[i]) > amax)
-          fail("quantize", "tensor '" + opts.name + "': |value| at [" + std::to_string(r) + ", " +
-                               std::to_string(c) + "] exceeds the given amax " + std::to_string(amax));
+  // Rows in parallel (each block is quantized alone, so the bits do not depend on the threads).
+  // A task stops at its first non-finite or out-of-range value; the lowest one is reported.
+  const std::int64_t rows_per_task = std::max<std::int64_t>(1, kQuantizeTaskElements / q.k);
+  const std::int64_t tasks = (rows + rows_per_task - 1) / rows_per_task;
+  std::vector<std::int64_t> bad(static_cast<std::size_t>(tasks), -1);
+  cpu::parallel_for(tasks, [&](std::int64_t t) {
+    float x[kBlockSize];
+    recipes::BlockOut out{};
+    for (std::int64_t r = t * rows_per_task, re = std::min(rows, r + rows_per_task); r < re; ++r) {
+      for (std::int64_t b = 0; b < nblocks; ++b) {
+        for (int i = 0; i < kBlockSize; ++i) {
+          const std::int64_t c = b * kBlockSize + i;
+          x[i] = c < cols ? w.get(r * cols + c) : 0.0f;
+          if (!std::isfinite(x[i]) || std::fabs(x[i]) > amax) {
+            bad[static_cast<std::size_t>(t)] = r * cols + c;
+            return;
+          }
+        }
+        switch (opts.recipe) {
+          case Recipe::kModelopt:
+            recipes::modelopt_quantize_block(x, q.stored_scale, opts.modelopt_legacy, &out);
+            break;
+          case Recipe::kCompressedTensors:
+            recipes::ct_quantize_block(x, q.stored_scale, w.dtype, &out);
+            break;
+          default:
+            recipes::mlx_quantize_block(x, q.stored_scale, q.convention == ScaleConvention::kAmax, &out);
+            break;
+        }
+        q.scales[static_cast<std::size_t>(r * nblocks + b)] = out.scale;
+        std::uint8_t* dst = &q.packed[static_cast<std::size_t>(r * (q.k / 2) + b * (kBlockSize / 2))];
+        for (int i = 0; i < kBlockSize; i += 2) dst[i / 2] = e2m1_pack(out.codes[i], out.codes[i + 1]);
       }
-      switch (opts.recipe) {
-        case Recipe::kModelopt:
-          recipes::modelopt_quantize_block(x, q.stored_scale, opts.modelopt_legacy, &out);
-          break;
-        case Recipe::kCompressedTensors:
-          recipes::ct_quantize_block(x, q.stored_scale, w.dtype, &out);
-          break;
-        default:
-          recipes::mlx_quantize_block(x, q.stored_scale, q.convention == ScaleConvention::kAmax, &out);
-          break;
-      }
-      q.scales[static_cast<std::size_t>(r * nblocks + b)] = out.scale;
-      std::uint8_t* dst = &q.packed[static_cast<std::size_t>(r * (q.k / 2) + b * (kBlockSize / 2))];
-      for (int i = 0; i < kBlockSize; i += 2) dst[i / 2] = e2m1_pack(out.codes[i], out.codes[i + 1]);
     }
+  });
+  const std::int64_t i = first_flagged(bad);
+  if (i >= 0) {
+    const std::int64_t r = i / cols, c = i % cols;
+    const float v = w.get(i);
+    if (!std::isfinite(v))
+      fail("quantize", "tensor '" + opts.name + "' has a non-finite value at index [" + std::to_string(r) + ", " +
+                           std::to_string(c) + "]");
+    fail("quantize", "tensor '" + opts.name + "': |value| at [" + std::to_string(r) + ", " + std::to_string(c) +
+                         "] exceeds the given amax " + std::to_string(amax));
   }
   return q;
 }

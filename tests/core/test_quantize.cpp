@@ -3,6 +3,7 @@
 // Expected codes below are worked out by hand from the recipes in src/quantize/*.cpp (amax 2688
 // makes modelopt's weight_scale_2 exactly 1 so each block's divisor is its E4M3 scale).
 #include <cmath>
+#include <functional>
 #include <random>
 
 #include "test_util.h"
@@ -227,6 +228,39 @@ TEST(Quantize, NonFiniteIsAnErrorNamingTensorAndIndex) {
   w.set(2 * 16 + 5, 0.0f);
   w.set(3 * 16 + 1, -INFINITY);
   EXPECT_THROW(quantize(w, o), Error);
+}
+
+// The quantizer's loops run in parallel tasks of 2^16 elements (quantize.cpp); with bad values
+// in several tasks, the error must still name the lowest index, whatever the thread count.
+TEST(Quantize, ErrorsNameTheFirstBadIndexAcrossTasks) {
+  const std::int64_t n = 1024, k = 256;  // 4 tasks of 256 rows
+  Tensor w(DType::kF32, {n, k});
+  for (std::int64_t i = 0; i < w.numel(); ++i) w.set(i, 0.01f * static_cast<float>(i % 97) - 0.4f);
+  auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  QuantizeOptions o;
+  o.name = "w";
+  // weight_amax: NaN in tasks 3 and 1 -> the one in task 1.
+  w.set(900 * k + 3, std::nanf(""));
+  w.set(300 * k + 5, INFINITY);
+  std::string m = message([&] { weight_amax(w, "w"); });
+  EXPECT_NE(m.find("Inf at index [300, 5]"), std::string::npos) << m;
+  m = message([&] { quantize(w, o); });
+  EXPECT_NE(m.find("Inf at index [300, 5]"), std::string::npos) << m;
+  // quantize_with_amax: a value over the given amax in task 2, a NaN in task 3 -> task 2's.
+  w.set(300 * k + 5, 0.0f);
+  w.set(700 * k + 1, 2.0f);
+  m = message([&] { quantize_with_amax(w, 1.0f, o); });
+  EXPECT_NE(m.find("|value| at [700, 1] exceeds the given amax"), std::string::npos) << m;
+  w.set(700 * k + 1, 0.0f);
+  m = message([&] { quantize_with_amax(w, 1.0f, o); });
+  EXPECT_NE(m.find("non-finite value at index [900, 3]"), std::string::npos) << m;
 }
 
 TEST(Quantize, AllZeroTensorHasNoNaN) {
