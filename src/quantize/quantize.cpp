@@ -54,9 +54,7 @@ ScaleConvention convention_for(const QuantizeOptions& o) {
   if (o.recipe == Recipe::kMlx && !o.mlx_global_scale) return ScaleConvention::kNone;
   return recipe_convention(o.recipe);
 }
-}  // namespace
 
-namespace {
 // Elements per task of the quantizer's parallel loops: enough to amortise a task's hand-out.
 constexpr std::int64_t kQuantizeTaskElements = std::int64_t{1} << 16;
 
