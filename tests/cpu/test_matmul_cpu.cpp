@@ -235,6 +235,29 @@ TEST(CpuMatmul, HwyGemvSmallMDirect) {
   }
 }
 
+// Which hosts take the FMA dot for every dtype (tuning_cpu.h gemv_fma_dtypes_rule), for the
+// host classes this CI cannot run: Intel AVX512-BF16 + FP16 (Sapphire / Emerald Rapids), AVX-512
+// without BF16 (Ice Lake: the FMA dot is its only fast GEMV), Zen 4 (BF16 without Intel's slow
+// vdpbf16ps: the bf16 dot), and CPUs without the FMA dot's ISA.
+TEST(CpuMatmul, FmaDotDtypesRuleByHost) {
+  const std::int64_t all = cpu::gemv_fma_dtype_bit(DType::kF32) | cpu::gemv_fma_dtype_bit(DType::kF16) |
+                           cpu::gemv_fma_dtype_bit(DType::kBF16);
+  EXPECT_EQ(cpu::gemv_fma_dtypes_rule(true, true, true), all);     // Sapphire / Emerald Rapids
+  EXPECT_EQ(cpu::gemv_fma_dtypes_rule(false, false, true), all);   // Ice Lake, Tiger Lake
+  EXPECT_EQ(cpu::gemv_fma_dtypes_rule(false, true, true), 0);      // Zen 4
+  EXPECT_EQ(cpu::gemv_fma_dtypes_rule(false, false, false), 0);    // AVX2 only, or no VBMI
+  EXPECT_EQ(cpu::gemv_fma_dtypes_rule(false, true, false), 0);     // Cooper Lake (BF16, no VBMI)
+  // This host: no FMA dot where its ISA is missing, whatever the tuning table asks.
+  if (!cpu::gemv_fma_dot_supported()) {
+    EXPECT_EQ(cpu::gemv_fma_dtypes_default(), 0);
+    const cpu::CpuTuning saved = cpu::cpu_tuning();
+    cpu::cpu_tuning_mutable().gemv_fma_dtypes = all;
+    for (DType t : {DType::kF32, DType::kF16, DType::kBF16})
+      EXPECT_NE(cpu::cpu_path_for(1, t), CpuPath::kGemvAvx512Bf16) << dtype_name(t);
+    cpu::cpu_tuning_mutable() = saved;
+  }
+}
+
 TEST(CpuMatmul, NaNScalePropagates) {
   Weight w = random_weight(5, 32, 7);
   w.scales[3] = 0x7F;  // row 1, block 1

@@ -3,8 +3,10 @@
 // fp32 activations split exactly into 2 / 3 bf16 pieces that run as extra rows (split_row_bf16 in
 // split_bf16_avx512.cpp, with the proof; docs/perf-cpu.md section 5).
 //
-// Needs AVX512-BF16 + AVX512BW + AVX512-VBMI (Zen 4, Ice Lake-SP with BF16 = Sapphire Rapids and
-// later; Cooper Lake has BF16 without VBMI and takes the Highway GEMV).
+// Needs AVX512-BF16 + AVX512BW + AVX512-VBMI (Zen 4, Sapphire Rapids and later; Cooper Lake has
+// BF16 without VBMI and takes the Highway GEMV). The FMA dot below needs no BF16 and is compiled
+// without it (tile_fma, rows_fma), so AVX-512 CPUs with VBMI but no BF16 (Ice Lake, Tiger Lake,
+// Rocket Lake) run it too (gemv_fma_dot_supported).
 //
 // Why a separate kernel: the Highway GEMV (gemv_nvfp4_hwy.cpp) decodes every 4-bit code to fp32
 // and issues one fp32 FMA per 16 products; here one vdpbf16ps does 32 products, and the decode
@@ -76,6 +78,8 @@ namespace nvfp4::cpu {
 #if defined(NVFP4_GEMV_BF16_X86)
 namespace {
 
+// The FMA dot needs AVX512F/BW/VL/DQ + VBMI (its scale decode); the vdpbf16ps dot adds AVX512-BF16.
+#define NVFP4_AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi")))
 #define NVFP4_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi")))
 
 constexpr std::int64_t kChunk = 256;  // k per inner iteration: 128 packed bytes, 16 scale bytes
@@ -94,14 +98,14 @@ struct ScaleTables {
   __m512i hi0, hi1, lo0, lo1, spread;
 };
 
-NVFP4_BF16_TARGET inline __m512 decode_scales16(__m128i bytes16, const ScaleTables& t) {
+NVFP4_AVX512_TARGET inline __m512 decode_scales16(__m128i bytes16, const ScaleTables& t) {
   const __m512i idx = _mm512_permutexvar_epi8(t.spread, _mm512_castsi128_si512(bytes16));
   const __m512i hi = _mm512_maskz_permutex2var_epi8(0x8888888888888888ull, t.hi0, idx, t.hi1);
   const __m512i lo = _mm512_maskz_permutex2var_epi8(0x4444444444444444ull, t.lo0, idx, t.lo1);
   return _mm512_castsi512_ps(_mm512_or_si512(hi, lo));
 }
 
-NVFP4_BF16_TARGET ScaleTables make_scale_tables() {
+NVFP4_AVX512_TARGET ScaleTables make_scale_tables() {
   alignas(64) static const struct Bytes {
     std::uint8_t hi[128], lo[128], spread[64];
     Bytes() {
@@ -125,7 +129,7 @@ struct Consts {
   __m512 tbl32;    // FMA dot: the 16 E2M1 values as fp32 (vpermps uses index bits 3:0)
 };
 
-NVFP4_BF16_TARGET Consts make_consts() {
+NVFP4_AVX512_TARGET Consts make_consts() {
   alignas(64) static const struct Tbl32 {
     float v[16];
     Tbl32() {
@@ -160,7 +164,7 @@ struct Ctx {
 // Pre-split layout: bytes [64h, 64h + 64) of the chunk are exactly what the vpermt2d makes of the
 // canonical chunk (repack_for_gemv_cpu stores them so).
 template <int NR, bool PS>
-NVFP4_BF16_TARGET inline __attribute__((always_inline)) void load_half(const std::uint8_t* pc, std::int64_t rs,
+NVFP4_AVX512_TARGET inline __attribute__((always_inline)) void load_half(const std::uint8_t* pc, std::int64_t rs,
                                                                        const Consts* cs, int h, __m512i (&half)[NR]) {
   for (int r = 0; r < NR; ++r) {
     const std::uint8_t* p = pc + r * rs;
@@ -181,7 +185,7 @@ NVFP4_BF16_TARGET inline __attribute__((always_inline)) void load_half(const std
 // up to 3 bytes past the chunk: the caller keeps the buffer's last chunk off this path
 // (rows_any_m).
 template <int MR, int NR, bool PS, int H, bool OFF>
-NVFP4_BF16_TARGET inline __attribute__((always_inline)) void fma_half(const Ctx& g, const std::uint8_t* pc,
+NVFP4_AVX512_TARGET inline __attribute__((always_inline)) void fma_half(const Ctx& g, const std::uint8_t* pc,
                                                                       std::int64_t rs, const float* xc,
                                                                       const Consts* cs, __m512 (&acc)[MR][NR]) {
   static_assert(!OFF || PS, "offset loads need the pre-split layout (whole blocks per u32 lane in memory)");
@@ -209,137 +213,198 @@ NVFP4_BF16_TARGET inline __attribute__((always_inline)) void fma_half(const Ctx&
   }
 }
 
+// The chunk loop's prologue and epilogue, shared by the two dots' tiles (tile_fma, tile_bf16).
+// Software prefetch of the same k range of a later tile's weight rows (pf = tiles ahead x NR rows
+// x row bytes): 2 lines per row and chunk, the scales (16 B per chunk) one line every 4 chunks;
+// PF 2 = prefetcht1 (into L2), 1 = prefetcht0. Why: cold time was ~compute + read time: the
+// hardware prefetcher restarts at every new 7 KiB row (4 KiB pages), while a tile takes ~1-2 us
+// at M=2..4, far longer than the DRAM latency. Measured (tuning_cpu.h, docs/perf-cpu.md 2.5):
+// prefetcht1 2 tiles ahead -19..-26% at M=1..4. Addresses past the weights are harmless:
+// prefetches never fault.
+template <int NR, int PF>
+NVFP4_AVX512_TARGET inline __attribute__((always_inline)) void prefetch_chunk(const std::uint8_t* pc,
+                                                                             const std::uint8_t* sc0,
+                                                                             std::int64_t rs, std::int64_t ss,
+                                                                             std::int64_t c, std::int64_t pf) {
+  if constexpr (PF != 0) {
+    for (int r = 0; r < NR; ++r) {
+      const char* p = reinterpret_cast<const char*>(pc + r * rs) + pf;
+      constexpr auto hint = PF == 2 ? _MM_HINT_T1 : _MM_HINT_T0;
+      _mm_prefetch(p, hint);
+      _mm_prefetch(p + 64, hint);
+      if ((c & 3) == 0) _mm_prefetch(reinterpret_cast<const char*>(sc0 + r * ss) + pf / 8, hint);
+    }
+  }
+}
+
+// The loop constants are read from memory (L1) on every chunk: the asm barrier keeps the compiler
+// from hoisting the 8 of them into registers, which the MR x NR partial sums need (an 8 x 2 tile
+// spilled otherwise). vpermw/vpermt2b take them as memory operands.
+NVFP4_AVX512_TARGET inline __attribute__((always_inline)) const Consts* chunk_consts(const Ctx& g) {
+  const Consts* cs = &g.cs;
+  __asm__("" : "+r"(cs));
+  return cs;
+}
+
+// accmem[m * NR + r] += part[m][r] * the 16 |scales| of weight row r's chunk (one per lane).
+template <int MR, int NR>
+NVFP4_AVX512_TARGET inline __attribute__((always_inline)) void scale_accumulate(const std::uint8_t* sc0,
+                                                                               std::int64_t ss, const Consts* cs,
+                                                                               const __m512 (&part)[MR][NR],
+                                                                               __m512* accmem) {
+  for (int r = 0; r < NR; ++r) {
+    const __m512 sc = decode_scales16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc0 + r * ss)), cs->st);
+    for (int m = 0; m < MR; ++m) accmem[m * NR + r] = _mm512_fmadd_ps(part[m][r], sc, accmem[m * NR + r]);
+  }
+}
+
 // accmem[m * NR + r] += per-lane sums over chunks [c0, c1) for x rows m0.. and weight rows
 // n0.. (no tail, no tensor scale). The MR x NR partial sums of one chunk live in registers
-// (>= 6 independent vdpbf16ps chains hide its latency); the accumulators stay in L1 (one FMA
-// read-modify-write per 256 k), which frees registers so each activation load feeds NR rows.
-template <int MR, int NR, int PF, bool PS, bool FMA, bool OFF>
-NVFP4_BF16_TARGET void tile(const Ctx& g, std::int64_t m0, std::int64_t n0, std::int64_t c0, std::int64_t c1,
-                            __m512* accmem, std::int64_t pf = 0) {
-  const MatmulArgs& a = *g.a;
-  const std::int64_t k = a.k;
-  const std::int64_t rs = k / 2, ss = k / kBlockSize;  // row strides of packed / scales
+// (>= 6 independent chains hide the FMA / vdpbf16ps latency); the accumulators stay in L1 (one
+// FMA read-modify-write per 256 k), which frees registers so each activation load feeds NR rows.
+// The FMA dot is compiled without AVX512-BF16 (it needs none), so AVX-512 CPUs without BF16 run
+// it too (gemv_fma_dot_supported); the vdpbf16ps dot has a tile of its own target.
+template <int MR, int NR, int PF, bool PS, bool OFF>
+NVFP4_AVX512_TARGET inline __attribute__((always_inline)) void tile_fma(const Ctx& g, std::int64_t m0,
+                                                                        std::int64_t n0, std::int64_t c0,
+                                                                        std::int64_t c1, __m512* accmem,
+                                                                        std::int64_t pf = 0) {
+  const std::int64_t rs = g.a->k / 2, ss = g.a->k / kBlockSize;  // row strides of packed / scales
+  for (std::int64_t c = c0; c < c1; ++c) {
+    const std::uint8_t* pc = g.a->packed + n0 * rs + c * (kChunk / 2);
+    const std::uint8_t* sc0 = g.a->scales + n0 * ss + c * 16;
+    prefetch_chunk<NR, PF>(pc, sc0, rs, ss, c, pf);
+    const Consts* cs = chunk_consts(g);
+    __m512 part[MR][NR];
+    // The FMA dot (see the file comment): lane i of `half` holds the 8 codes of k = 16i + 8h
+    // + p at bits 4p..4p+3; vpermps reads index bits 3:0 only, so a shift by 4p and one lookup
+    // in the 16 E2M1 values as fp32 give the exact weights of step (h, p), and one fp32 FMA per
+    // activation row adds x[16i + 8h + p] times them into lane i. Two chains per weight row and
+    // row of x (h = 0 / 1, summed after the chunk) keep >= 8 FMAs independent (4-cycle latency,
+    // 2 per cycle) and fix each output's summation order for every tile shape (MR x NR), so
+    // gemv_group_rows changes speed only (tuning_cpu.h).
+    __m512 pe[MR][NR], po[MR][NR];
+    fma_half<MR, NR, PS, 0, OFF>(g, pc, rs, g.xf + m0 * g.xs + c * kChunk, cs, pe);
+    fma_half<MR, NR, PS, 1, OFF>(g, pc, rs, g.xf + m0 * g.xs + c * kChunk, cs, po);
+    for (int m = 0; m < MR; ++m)
+      for (int r = 0; r < NR; ++r) part[m][r] = _mm512_add_ps(pe[m][r], po[m][r]);
+    scale_accumulate<MR, NR>(sc0, ss, cs, part, accmem);
+  }
+}
+
+template <int MR, int NR, int PF, bool PS, bool OFF>  // OFF: the FMA dot's only
+NVFP4_BF16_TARGET inline __attribute__((always_inline)) void tile_bf16(const Ctx& g, std::int64_t m0,
+                                                                       std::int64_t n0, std::int64_t c0,
+                                                                       std::int64_t c1, __m512* accmem,
+                                                                       std::int64_t pf = 0) {
+  const std::int64_t rs = g.a->k / 2, ss = g.a->k / kBlockSize;
   for (std::int64_t c = c0; c < c1; ++c) {
     const std::uint16_t* xc = g.xp + m0 * g.xs + c * kChunk;
-    const std::uint8_t* pc = a.packed + n0 * rs + c * (kChunk / 2);
-    const std::uint8_t* sc0 = a.scales + n0 * ss + c * 16;
-    if (PF) {
-      // Software prefetch of the same k range of a later tile's weight rows (pf = tiles ahead x
-      // NR rows x row bytes): 2 lines per row and chunk, the scales (16 B per chunk) one line
-      // every 4 chunks; PF 2 = prefetcht1 (into L2), 1 = prefetcht0. Why: cold time was ~compute
-      // + read time: the hardware prefetcher restarts at every new 7 KiB row (4 KiB pages), while
-      // a tile takes ~1-2 us at M=2..4, far longer than the DRAM latency. Measured (tuning_cpu.h,
-      // docs/perf-cpu.md 2.5): prefetcht1 2 tiles ahead -19..-26% at M=1..4. Addresses past
-      // the weights are harmless: prefetches never fault.
-      for (int r = 0; r < NR; ++r) {
-        const char* p = reinterpret_cast<const char*>(pc + r * rs) + pf;
-        constexpr auto hint = PF == 2 ? _MM_HINT_T1 : _MM_HINT_T0;
-        _mm_prefetch(p, hint);
-        _mm_prefetch(p + 64, hint);
-        if ((c & 3) == 0) _mm_prefetch(reinterpret_cast<const char*>(sc0 + r * ss) + pf / 8, hint);
-      }
-    }
-    // The loop constants are read from memory (L1) on every chunk: the asm barrier keeps the
-    // compiler from hoisting the 8 of them into registers, which the MR x NR partial sums need
-    // (an 8 x 2 tile spilled otherwise). vpermw/vpermt2b take them as memory operands.
-    const Consts* cs = &g.cs;
-    __asm__("" : "+r"(cs));
+    const std::uint8_t* pc = g.a->packed + n0 * rs + c * (kChunk / 2);
+    const std::uint8_t* sc0 = g.a->scales + n0 * ss + c * 16;
+    prefetch_chunk<NR, PF>(pc, sc0, rs, ss, c, pf);
+    const Consts* cs = chunk_consts(g);
     __m512 part[MR][NR];
-    if constexpr (FMA) {
-      // The FMA dot (see the file comment): lane i of `half` holds the 8 codes of k = 16i + 8h
-      // + p at bits 4p..4p+3; vpermps reads index bits 3:0 only, so a shift by 4p and one lookup
-      // in the 16 E2M1 values as fp32 give the exact weights of step (h, p), and one fp32 FMA per
-      // activation row adds x[16i + 8h + p] times them into lane i. Two chains per weight row and
-      // row of x (h = 0 / 1, summed after the chunk) keep >= 8 FMAs independent (4-cycle latency,
-      // 2 per cycle) and fix each output's summation order for every tile shape (MR x NR), so
-      // gemv_group_rows changes speed only (tuning_cpu.h).
-      __m512 pe[MR][NR], po[MR][NR];
-      fma_half<MR, NR, PS, 0, OFF>(g, pc, rs, g.xf + m0 * g.xs + c * kChunk, cs, pe);
-      fma_half<MR, NR, PS, 1, OFF>(g, pc, rs, g.xf + m0 * g.xs + c * kChunk, cs, po);
-      for (int m = 0; m < MR; ++m)
-        for (int r = 0; r < NR; ++r) part[m][r] = _mm512_add_ps(pe[m][r], po[m][r]);
-    } else {
 #pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
-        __m512i half[NR];
-        load_half<NR, PS>(pc, rs, cs, h, half);
+    for (int h = 0; h < 2; ++h) {
+      __m512i half[NR];
+      load_half<NR, PS>(pc, rs, cs, h, half);
 #pragma GCC unroll 4
-        for (int s = 0; s < 4; ++s) {
-          __m512bh w[NR];
-          for (int r = 0; r < NR; ++r)
-            w[r] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(half[r], 4 * s), cs->tbl);
+      for (int s = 0; s < 4; ++s) {
+        __m512bh w[NR];
+        for (int r = 0; r < NR; ++r)
+          w[r] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(half[r], 4 * s), cs->tbl);
 #pragma GCC unroll 8
-          for (int m = 0; m < MR; ++m) {
-            const __m512bh xv = (__m512bh)_mm512_load_si512(xc + m * g.xs + 32 * (4 * h + s));
-            for (int r = 0; r < NR; ++r)
-              part[m][r] = (h == 0 && s == 0) ? _mm512_dpbf16_ps(_mm512_setzero_ps(), xv, w[r])
-                                              : _mm512_dpbf16_ps(part[m][r], xv, w[r]);
-          }
+        for (int m = 0; m < MR; ++m) {
+          const __m512bh xv = (__m512bh)_mm512_load_si512(xc + m * g.xs + 32 * (4 * h + s));
+          for (int r = 0; r < NR; ++r)
+            part[m][r] = (h == 0 && s == 0) ? _mm512_dpbf16_ps(_mm512_setzero_ps(), xv, w[r])
+                                            : _mm512_dpbf16_ps(part[m][r], xv, w[r]);
         }
       }
     }
-    for (int r = 0; r < NR; ++r) {
-      const __m512 sc = decode_scales16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc0 + r * ss)), cs->st);
-      for (int m = 0; m < MR; ++m) accmem[m * NR + r] = _mm512_fmadd_ps(part[m][r], sc, accmem[m * NR + r]);
-    }
+    scale_accumulate<MR, NR>(sc0, ss, cs, part, accmem);
   }
 }
 
 // Weight rows [n0, n1) x activation rows [m0, m0+MR), chunks [c0, c1), plus the scalar K tail
 // if `tail`; raw sums (no tensor scale) to dst[mi * ds + n]. PS: pre-split chunks (the K tail
-// is canonical in both layouts, so `finish` is the same).
+// is canonical in both layouts, so `finish` is the same). One body, written out in a function
+// of each dot's target (rows_fma, rows_bf16) so that each tile inlines into it: GCC inlines no
+// function into one without its target, and the FMA dot's must lack AVX512-BF16 (the vdpbf16ps
+// dot's 4 x 2 tile ran 7-9% slower as a call, Emerald Rapids, 2026-12-03).
+// Optional K blocks (gemv_x_block_bytes): every weight row of the task passes over one block
+// of the MR activation rows before the next block. Results do not depend on it: each lane's
+// FMA sequence into accmem is the same.
+// The FMA dot's fp32 row (K = 14336: 56 KiB) overflows L1, so it has a block size of its own.
+// accmem: per tile of NR rows starting at n, [m][r]; single rows past `full`, [m].
+#define NVFP4_GEMV_ROWS_BODY(TILE, IS_FMA)                                                             \
+  const MatmulArgs& a = *g.a;                                                                                  \
+  const std::int64_t k = a.k;                                                                                  \
+  const float* stab = e4m3_abs_table();                                                                        \
+  auto finish = [&](std::int64_t n, int m, float v) {                                                          \
+    if (tail && g.kt > 0) {                                                                                    \
+      const std::uint8_t* prow = a.packed + n * (k / 2);                                                       \
+      const std::uint8_t* srow = a.scales + n * (k / kBlockSize);                                              \
+      const float* xr = g.xt + (m0 + m) * g.kt;                                                                \
+      float t = 0.0f;                                                                                          \
+      for (std::int64_t kk = g.kp; kk < k; ++kk) {                                                             \
+        const std::uint8_t byte = prow[kk / 2];                                                                \
+        const std::uint8_t code = (kk & 1) ? e2m1_high(byte) : e2m1_low(byte);                                 \
+        t += xr[kk - g.kp] * (e2m1_to_float(code) * stab[srow[kk / kBlockSize]]);                              \
+      }                                                                                                        \
+      v += t;                                                                                                  \
+    }                                                                                                          \
+    dst[m * ds + n] = v;                                                                                       \
+  };                                                                                                           \
+  const std::int64_t kb =                                                                                      \
+      IS_FMA ? std::max<std::int64_t>(1, cpu_tuning().gemv_fma_x_block_bytes / (MR * kChunk * 4))              \
+          : std::max<std::int64_t>(1, cpu_tuning().gemv_x_block_bytes / (MR * kChunk * 2));                    \
+  constexpr std::int64_t kMaxRows = 64;                                                                        \
+  alignas(64) __m512 accmem[kMaxRows * MR];                                                                    \
+  for (std::int64_t nb = n0; nb < n1; nb += kMaxRows) {                                                        \
+    const std::int64_t ne = std::min(n1, nb + kMaxRows), full = nb + (ne - nb) / NR * NR;                      \
+    for (std::int64_t i = 0; i < (ne - nb) * MR; ++i) accmem[i] = _mm512_setzero_ps();                         \
+    for (std::int64_t cb = c0; cb < c1; cb += kb) {                                                            \
+      const std::int64_t ce = std::min(c1, cb + kb);                                                           \
+      std::int64_t n = nb;                                                                                     \
+      const std::int64_t pf = g.pf * NR * (k / 2);                                                             \
+      if (g.pf > 0 && g.pf_l2) {                                                                               \
+        for (; n < full; n += NR) TILE<MR, NR, 2, PS, OFF>(g, m0, n, cb, ce, accmem + (n - nb) * MR, pf);      \
+      } else if (g.pf > 0) {                                                                                   \
+        for (; n < full; n += NR) TILE<MR, NR, 1, PS, OFF>(g, m0, n, cb, ce, accmem + (n - nb) * MR, pf);      \
+      } else {                                                                                                 \
+        for (; n < full; n += NR) TILE<MR, NR, 0, PS, OFF>(g, m0, n, cb, ce, accmem + (n - nb) * MR);          \
+      }                                                                                                        \
+      for (; n < ne; ++n) TILE<MR, 1, 0, PS, OFF>(g, m0, n, cb, ce, accmem + (n - nb) * MR);                   \
+    }                                                                                                          \
+    for (std::int64_t n = nb; n < ne; ++n) {                                                                   \
+      const std::int64_t t0 = n < full ? nb + (n - nb) / NR * NR : n, r = n - t0, nr = n < full ? NR : 1;      \
+      for (int m = 0; m < MR; ++m) finish(n, m, _mm512_reduce_add_ps(accmem[(t0 - nb) * MR + m * nr + r]));    \
+    }                                                                                                          \
+  }                                                                                                            \
+  (void)0
+
+template <int MR, int NR, bool PS, bool OFF>
+NVFP4_AVX512_TARGET void rows_fma(const Ctx& g, std::int64_t m0, std::int64_t n0, std::int64_t n1, std::int64_t c0,
+                                  std::int64_t c1, bool tail, float* dst, std::int64_t ds) {
+  NVFP4_GEMV_ROWS_BODY(tile_fma, true);
+}
+template <int MR, int NR, bool PS>
+NVFP4_BF16_TARGET void rows_bf16(const Ctx& g, std::int64_t m0, std::int64_t n0, std::int64_t n1, std::int64_t c0,
+                                 std::int64_t c1, bool tail, float* dst, std::int64_t ds) {
+  constexpr bool OFF = false;
+  NVFP4_GEMV_ROWS_BODY(tile_bf16, false);
+}
+#undef NVFP4_GEMV_ROWS_BODY
+
 template <int MR, int NR, bool PS, bool FMA, bool OFF = false>
-NVFP4_BF16_TARGET void rows(const Ctx& g, std::int64_t m0, std::int64_t n0, std::int64_t n1, std::int64_t c0,
-                            std::int64_t c1, bool tail, float* dst, std::int64_t ds) {
-  const MatmulArgs& a = *g.a;
-  const std::int64_t k = a.k;
-  const float* stab = e4m3_abs_table();
-  auto finish = [&](std::int64_t n, int m, float v) {
-    if (tail && g.kt > 0) {
-      const std::uint8_t* prow = a.packed + n * (k / 2);
-      const std::uint8_t* srow = a.scales + n * (k / kBlockSize);
-      const float* xr = g.xt + (m0 + m) * g.kt;
-      float t = 0.0f;
-      for (std::int64_t kk = g.kp; kk < k; ++kk) {
-        const std::uint8_t byte = prow[kk / 2];
-        const std::uint8_t code = (kk & 1) ? e2m1_high(byte) : e2m1_low(byte);
-        t += xr[kk - g.kp] * (e2m1_to_float(code) * stab[srow[kk / kBlockSize]]);
-      }
-      v += t;
-    }
-    dst[m * ds + n] = v;
-  };
-  // Optional K blocks (gemv_x_block_bytes): every weight row of the task passes over one block
-  // of the MR activation rows before the next block. Results do not depend on it: each lane's
-  // FMA sequence into accmem is the same.
-  // The FMA dot's fp32 row (K = 14336: 56 KiB) overflows L1, so it has a block size of its own.
-  const std::int64_t kb =
-      FMA ? std::max<std::int64_t>(1, cpu_tuning().gemv_fma_x_block_bytes / (MR * kChunk * 4))
-          : std::max<std::int64_t>(1, cpu_tuning().gemv_x_block_bytes / (MR * kChunk * 2));
-  constexpr std::int64_t kMaxRows = 64;
-  alignas(64) __m512 accmem[kMaxRows * MR];
-  for (std::int64_t nb = n0; nb < n1; nb += kMaxRows) {
-    const std::int64_t ne = std::min(n1, nb + kMaxRows), full = nb + (ne - nb) / NR * NR;
-    for (std::int64_t i = 0; i < (ne - nb) * MR; ++i) accmem[i] = _mm512_setzero_ps();
-    for (std::int64_t cb = c0; cb < c1; cb += kb) {
-      const std::int64_t ce = std::min(c1, cb + kb);
-      std::int64_t n = nb;
-      const std::int64_t pf = g.pf * NR * (k / 2);
-      if (g.pf > 0 && g.pf_l2) {
-        for (; n < full; n += NR) tile<MR, NR, 2, PS, FMA, OFF>(g, m0, n, cb, ce, accmem + (n - nb) * MR, pf);
-      } else if (g.pf > 0) {
-        for (; n < full; n += NR) tile<MR, NR, 1, PS, FMA, OFF>(g, m0, n, cb, ce, accmem + (n - nb) * MR, pf);
-      } else {
-        for (; n < full; n += NR) tile<MR, NR, 0, PS, FMA, OFF>(g, m0, n, cb, ce, accmem + (n - nb) * MR);
-      }
-      for (; n < ne; ++n) tile<MR, 1, 0, PS, FMA, OFF>(g, m0, n, cb, ce, accmem + (n - nb) * MR);
-    }
-    // accmem: per tile of NR rows starting at n, [m][r]; single rows past `full`, [m].
-    for (std::int64_t n = nb; n < ne; ++n) {
-      const std::int64_t t0 = n < full ? nb + (n - nb) / NR * NR : n, r = n - t0, nr = n < full ? NR : 1;
-      for (int m = 0; m < MR; ++m) finish(n, m, _mm512_reduce_add_ps(accmem[(t0 - nb) * MR + m * nr + r]));
-    }
-  }
+inline void rows(const Ctx& g, std::int64_t m0, std::int64_t n0, std::int64_t n1, std::int64_t c0, std::int64_t c1,
+                 bool tail, float* dst, std::int64_t ds) {
+  if constexpr (FMA)
+    rows_fma<MR, NR, PS, OFF>(g, m0, n0, n1, c0, c1, tail, dst, ds);
+  else
+    rows_bf16<MR, NR, PS>(g, m0, n0, n1, c0, c1, tail, dst, ds);
 }
 
 // The FMA dot's 4-row tiles (M = 1, 2) over weight rows [n0, n1): on pre-split weights with the
@@ -439,6 +504,16 @@ bool gemv_avx512bf16_supported() {
   return ok;
 }
 
+bool gemv_fma_dot_supported() {
+  static const bool ok = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vbmi");
+  }();
+  return ok;
+}
+
 int gemv_avx512bf16_pieces(DType t) { return t == DType::kF32 ? 3 : t == DType::kF16 ? 2 : 1; }
 
 namespace {
@@ -453,6 +528,8 @@ bool gemv_run(const MatmulArgs& a) {
   // M = 1 and 2 with a dtype in tuning_cpu.h gemv_fma_dtypes: the fp32 FMA dot, on the activations
   // converted exactly to fp32 (one "piece" for every dtype).
   const bool fma = gemv_fma_dot(m, a.dtype);
+  // The FMA dot's code has no bf16 instruction (tile_fma's target); the vdpbf16ps dot needs BF16.
+  if (fma ? !gemv_fma_dot_supported() : !gemv_avx512bf16_supported()) return false;
   const int P = fma ? 1 : gemv_avx512bf16_pieces(a.dtype);
   const std::int64_t mv = m * P;
   Ctx g{&a, nullptr, nullptr, k / kChunk, 0, 0, make_consts(), 0, tune.gemv_prefetch_l2 != 0};
@@ -538,6 +615,7 @@ bool gemv_nvfp4_avx512bf16(const MatmulArgs& a) { return gemv_run<false>(a); }
 bool gemv_nvfp4_avx512bf16_presplit(const MatmulArgs& a) { return gemv_run<true>(a); }
 #else
 bool gemv_avx512bf16_supported() { return false; }
+bool gemv_fma_dot_supported() { return false; }
 int gemv_avx512bf16_pieces(DType t) { return t == DType::kF32 ? 3 : t == DType::kF16 ? 2 : 1; }
 bool gemv_nvfp4_avx512bf16(const MatmulArgs&) { return false; }
 bool gemv_nvfp4_avx512bf16_presplit(const MatmulArgs&) { return false; }

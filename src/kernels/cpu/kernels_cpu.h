@@ -39,6 +39,11 @@ void gemv_nvfp4_hwy(const MatmulArgs& a);
 // activations cannot be split exactly (fp32: a nonzero |x| < 2^-102, |x| >= 2^120, Inf, NaN;
 // fp16: Inf, NaN); the caller then runs another kernel (the dispatcher: gemv_nvfp4_hwy).
 bool gemv_avx512bf16_supported();
+// The same file's FMA dot (gemv_fma_dot: fp32 FMAs, no bf16 instruction) needs less: AVX512F, BW,
+// VL, DQ and VBMI. So AVX-512 CPUs without AVX512-BF16 (Ice Lake, Tiger Lake, Rocket Lake) run it
+// through gemv_nvfp4_avx512bf16 too; the vdpbf16ps dot (the other M, or where the FMA dot is not
+// the host's choice) still needs gemv_avx512bf16_supported(), else the call returns false.
+bool gemv_fma_dot_supported();
 int gemv_avx512bf16_pieces(DType t);
 bool gemv_nvfp4_avx512bf16(const MatmulArgs& a);
 // The same GEMV on pre-split weights (repack_for_gemv_cpu, include/nvfp4/cpu.h): a.packed holds

@@ -1,6 +1,6 @@
 // kernels/cpu/matmul_cpu.cpp -- the CPU backend's dispatcher: a short ordered chain.
 //   M <= gemv_fma_max_m (2 with AMX, else 16) with the dtype in gemv_fma_dtypes (every dtype on
-//     Intel AVX512-BF16 + FP16 hosts), AVX512-BF16 + VBMI
+//     Intel AVX512-BF16 + FP16 hosts and on AVX-512 hosts without BF16), AVX512F/BW/VL/DQ + VBMI
 //                                            -> GEMV on vdpbf16ps's lanes with fp32 FMAs (the FMA dot)
 //   M's bit in gemv_amx_rows (default M = 2..16), or M > 16 with M x pieces <=
 //     gemv_amx_max_virtual_rows (default 48), AMX granted, AVX512-BF16+VBMI
@@ -89,14 +89,21 @@ static bool intel_avx512bf16_host() {
 #endif
 }
 
-std::int64_t gemv_fma_dtypes_default() {
+std::int64_t gemv_fma_dtypes_rule(bool intel_bf16_fp16, bool bf16, bool fma_dot_isa) {
   // On Intel's AVX512-BF16 cores vdpbf16ps issues once per ~2 cycles and shares port 5 with
   // vpermw, while vfmadd231ps issues twice per cycle (docs/perf-cpu.md 14; vdpbf16ps_rate on the
   // AMX host and on the model 207 VM without AMX: 1.3 against 5.4 G instructions/s per thread,
-  // docs/perf-cpu.md 28). Zen 4 runs vdpbf16ps once per cycle: it keeps the bf16 dot.
-  return intel_avx512bf16_host()
+  // docs/perf-cpu.md 28). Zen 4 runs vdpbf16ps once per cycle: it keeps the bf16 dot. AVX-512
+  // CPUs without BF16 have no bf16 dot; the FMA dot beat their alternative, the Highway GEMV, by
+  // 1.1-1.35x at M = 1..8 on Emerald Rapids (docs/perf.md open lead 4b, 2026-12-03).
+  if (!fma_dot_isa) return 0;
+  return intel_bf16_fp16 || !bf16
              ? gemv_fma_dtype_bit(DType::kF32) | gemv_fma_dtype_bit(DType::kF16) | gemv_fma_dtype_bit(DType::kBF16)
              : 0;
+}
+
+std::int64_t gemv_fma_dtypes_default() {
+  return gemv_fma_dtypes_rule(intel_avx512bf16_host(), avx512bf16_supported(), gemv_fma_dot_supported());
 }
 
 std::int64_t gemv_fma_max_m_default() { return gemv_amx_supported() ? 2 : 16; }
@@ -134,7 +141,7 @@ CpuPath cpu_path_for(std::int64_t m, DType t) {
                                   : m * gemv_avx512bf16_pieces(t) <= tune.gemv_amx_max_virtual_rows;
   // The FMA dot first: at M = 2 it is as fast as the AMX GEMV when the host's TMUL runs at full
   // rate and faster when it does not (tuning_cpu.h gemv_fma_max_m).
-  if (gemv_fma_dot(m, t) && cpu_path_supported(CpuPath::kGemvAvx512Bf16, t)) return CpuPath::kGemvAvx512Bf16;
+  if (gemv_fma_dot(m, t) && gemv_fma_dot_supported()) return CpuPath::kGemvAvx512Bf16;
   if (amx_gemv_m && cpu_path_supported(CpuPath::kGemvAmx, t)) return CpuPath::kGemvAmx;
   if (m <= tune.gemv_max_m) {
     const std::uint32_t rows = t == DType::kF32 ? tune.gemv_split_f32_rows : tune.gemv_split_f16_rows;

@@ -14,6 +14,10 @@ namespace nvfp4::cpu {
 // The host's defaults for CpuTuning::gemv_fma_dtypes and gemv_fma_max_m (matmul_cpu.cpp), and the
 // gemv_fma_dtypes bit of a dtype.
 std::int64_t gemv_fma_dtypes_default();
+// The rule behind gemv_fma_dtypes_default, from the host's ISA (tested without such hosts):
+// every dtype on Intel AVX512-BF16 + FP16 cores and on AVX-512 CPUs without BF16, none on the
+// others (Zen 4 keeps the vdpbf16ps dot) or without the FMA dot's ISA.
+std::int64_t gemv_fma_dtypes_rule(bool intel_bf16_fp16, bool bf16, bool fma_dot_isa);
 std::int64_t gemv_fma_max_m_default();
 std::int64_t gemm_bf16_fp32_min_m_default();
 inline std::int64_t gemv_fma_dtype_bit(DType t) { return std::int64_t{1} << static_cast<int>(t); }
