@@ -77,29 +77,32 @@ HWY_INLINE void Ukernel(const float* A, std::int64_t lda, const float* B, std::i
 #undef NVFP4_C_STORE
 }
 
+#if HWY_ARCH_X86 && (HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_AVX2)
+// The packed bytes of one 16-k block of 8 weight rows, transposed as bytes (12 unpacks): q[p]
+// holds packed byte 2p of rows 0..7, then packed byte 2p + 1 of rows 0..7.
+HWY_INLINE void TransposeBlockBytes8(const std::uint8_t* const* prow, std::int64_t b, __m128i (&q)[4]) {
+  __m128i r[8];
+  for (int c = 0; c < 8; ++c) r[c] = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(prow[c] + b * (kBlockSize / 2)));
+  const __m128i a0 = _mm_unpacklo_epi8(r[0], r[1]), a1 = _mm_unpacklo_epi8(r[2], r[3]);
+  const __m128i a2 = _mm_unpacklo_epi8(r[4], r[5]), a3 = _mm_unpacklo_epi8(r[6], r[7]);
+  const __m128i b0 = _mm_unpacklo_epi16(a0, a1), b1 = _mm_unpackhi_epi16(a0, a1);  // rows 0-3
+  const __m128i b2 = _mm_unpacklo_epi16(a2, a3), b3 = _mm_unpackhi_epi16(a2, a3);  // rows 4-7
+  q[0] = _mm_unpacklo_epi32(b0, b2);
+  q[1] = _mm_unpackhi_epi32(b0, b2);
+  q[2] = _mm_unpacklo_epi32(b1, b3);
+  q[3] = _mm_unpackhi_epi32(b1, b3);
+}
+#endif
+
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-// The packed bytes of one 16-k block of 16 weight rows, transposed as bytes: t[j] holds packed
-// byte j (elements 2j, 2j + 1) of rows 0..15 (32 unpacks).
+// The same for 16 rows: t[j] holds packed byte j (elements 2j, 2j + 1) of rows 0..15.
 HWY_INLINE void TransposeBlockBytes16(const std::uint8_t* const* prow, std::int64_t b, __m128i (&t)[8]) {
-  __m128i a[8];
-  for (int i = 0; i < 8; ++i)
-    a[i] = _mm_unpacklo_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(prow[2 * i] + b * (kBlockSize / 2))),
-                             _mm_loadl_epi64(reinterpret_cast<const __m128i*>(prow[2 * i + 1] + b * (kBlockSize / 2))));
-  __m128i lo[4], hi[4];  // rows 4i..4i+3: bytes 0-3 / 4-7
-  for (int i = 0; i < 4; ++i) {
-    lo[i] = _mm_unpacklo_epi16(a[2 * i], a[2 * i + 1]);
-    hi[i] = _mm_unpackhi_epi16(a[2 * i], a[2 * i + 1]);
-  }
-  __m128i c[2][4];  // rows 8g..8g+7: bytes (0, 1), (2, 3), (4, 5), (6, 7)
-  for (int g = 0; g < 2; ++g) {
-    c[g][0] = _mm_unpacklo_epi32(lo[2 * g], lo[2 * g + 1]);
-    c[g][1] = _mm_unpackhi_epi32(lo[2 * g], lo[2 * g + 1]);
-    c[g][2] = _mm_unpacklo_epi32(hi[2 * g], hi[2 * g + 1]);
-    c[g][3] = _mm_unpackhi_epi32(hi[2 * g], hi[2 * g + 1]);
-  }
+  __m128i lo[4], hi[4];
+  TransposeBlockBytes8(prow, b, lo);
+  TransposeBlockBytes8(prow + 8, b, hi);
   for (int p = 0; p < 4; ++p) {
-    t[2 * p] = _mm_unpacklo_epi64(c[0][p], c[1][p]);
-    t[2 * p + 1] = _mm_unpackhi_epi64(c[0][p], c[1][p]);
+    t[2 * p] = _mm_unpacklo_epi64(lo[p], hi[p]);
+    t[2 * p + 1] = _mm_unpackhi_epi64(lo[p], hi[p]);
   }
 }
 
@@ -138,15 +141,8 @@ HWY_INLINE void DecodeBlock8Rows(const std::uint8_t* const* prow, const float* s
   const __m128i tbl = _mm_load_si128(reinterpret_cast<const __m128i*>(kTwiceE2M1));
   const __m128i low4 = _mm_set1_epi8(0x0F);
   const __m256 half_scale = _mm256_mul_ps(_mm256_loadu_ps(sc), _mm256_set1_ps(0.5f));
-  __m128i r[8];
-  for (int c = 0; c < 8; ++c) r[c] = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(prow[c] + b * (kBlockSize / 2)));
-  // Byte transpose: q[i] = packed byte 2i of rows 0..7, then packed byte 2i + 1 of rows 0..7.
-  const __m128i a0 = _mm_unpacklo_epi8(r[0], r[1]), a1 = _mm_unpacklo_epi8(r[2], r[3]);
-  const __m128i a2 = _mm_unpacklo_epi8(r[4], r[5]), a3 = _mm_unpacklo_epi8(r[6], r[7]);
-  const __m128i b0 = _mm_unpacklo_epi16(a0, a1), b1 = _mm_unpackhi_epi16(a0, a1);  // rows 0-3
-  const __m128i b2 = _mm_unpacklo_epi16(a2, a3), b3 = _mm_unpackhi_epi16(a2, a3);  // rows 4-7
-  const __m128i q[4] = {_mm_unpacklo_epi32(b0, b2), _mm_unpackhi_epi32(b0, b2), _mm_unpacklo_epi32(b1, b3),
-                        _mm_unpackhi_epi32(b1, b3)};
+  __m128i q[4];
+  TransposeBlockBytes8(prow, b, q);
   auto put = [&](int kk, __m128i v8) {  // 8 int8 (2 * e2m1 of rows 0..7 at k = kk) -> the panel
     const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v8));
     _mm256_storeu_ps(dst + kk * nr, _mm256_mul_ps(v, half_scale));

@@ -496,14 +496,6 @@ void permute_row_f32(const float* src, std::int64_t kp, float* dst) {
 
 }  // namespace
 
-bool gemv_avx512bf16_supported() {
-  static const bool ok = [] {
-    __builtin_cpu_init();
-    return avx512bf16_supported() && __builtin_cpu_supports("avx512vbmi") != 0;
-  }();
-  return ok;
-}
-
 bool gemv_fma_dot_supported() {
   static const bool ok = [] {
     __builtin_cpu_init();
@@ -513,6 +505,9 @@ bool gemv_fma_dot_supported() {
   }();
   return ok;
 }
+
+// The vdpbf16ps dot: the FMA dot's ISA plus AVX512-BF16.
+bool gemv_avx512bf16_supported() { return gemv_fma_dot_supported() && avx512bf16_supported(); }
 
 int gemv_avx512bf16_pieces(DType t) { return t == DType::kF32 ? 3 : t == DType::kF16 ? 2 : 1; }
 

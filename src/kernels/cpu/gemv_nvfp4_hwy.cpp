@@ -377,10 +377,7 @@ void GemvImpl(const MatmulArgs& a) {
   const DF df;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
   const std::int64_t chunk = 16 * L, k = a.k, n = a.n, m = a.m;
-  // |scale| / 2 per scale byte, for the byte-table decode: exact, as |scale| >= 2^-9.
-  alignas(64) float half_scale[256];
-  for (int b = 0; b < 256; ++b) half_scale[b] = e4m3_abs_table()[b] * 0.5f;
-  GemvCtx g{&a, nullptr, L, chunk, k / chunk, half_scale};
+  GemvCtx g{&a, nullptr, L, chunk, k / chunk, e4m3_half_abs_table()};
   // The byte-table decode at every M where it is compiled: on the AMD EPYC family 23 dev VM
   // (2 threads, hot 4096 x 14336, 2026-12-02, docs/perf-cpu.md 32) it is 1.15-1.25x faster than the
   // permute decode from M = 1 to 8.

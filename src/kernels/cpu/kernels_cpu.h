@@ -120,6 +120,8 @@ std::unique_ptr<T[], Free64> alloc64(std::int64_t count) {
 // ---- shared scalar helpers (exact) -------------------------------------------------------
 // |scale| as fp32 for every E4M3 byte (0x7F/0xFF -> NaN, as the oracle gives).
 const float* e4m3_abs_table();  // 256 entries
+// |scale| / 2 of every E4M3 byte (exact: |scale| >= 2^-9): the byte-table GEMV's block scale.
+const float* e4m3_half_abs_table();
 
 // 2 * e2m1 of codes 0..15 as int8 (E2M1: 0, .5, 1, 1.5, 2, 3, 4, 6, then the negatives; -0 -> 0):
 // the byte table (pshufb) of the x86 decodes without AVX-512 (gemv_nvfp4_hwy.cpp,

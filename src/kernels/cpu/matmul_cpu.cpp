@@ -48,6 +48,16 @@ const float* e4m3_abs_table() {
   return t.v;
 }
 
+const float* e4m3_half_abs_table() {
+  static const struct Table {
+    float v[256];
+    Table() {
+      for (int b = 0; b < 256; ++b) v[b] = e4m3_abs_table()[b] * 0.5f;
+    }
+  } t;
+  return t.v;
+}
+
 void load_x_row_f32(const MatmulArgs& a, std::int64_t m, float* dst) {
   switch (a.dtype) {
     case DType::kF32: {
