@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bench/host_buffer.h"
+#include "kernels/cpu/parallel_for.h"
 
 namespace nvfp4::bench {
 namespace {
@@ -53,6 +54,8 @@ MachineInfo machine_info() {
     }
   }
   m.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  m.cpus_available = cpu::available_cpus();
+  m.cpu_threads = cpu::configured_threads();
   m.mem_total_bytes = meminfo_field("MemTotal");
   for (int idx = 0; idx < 8; ++idx) {
     const std::string base = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(idx) + "/";
@@ -127,7 +130,7 @@ std::string iso_date_utc() {
 }
 
 double host_read_bandwidth_gbps(double bytes, int passes) {
-  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = cpu::configured_threads();  // as many as the kernels it bounds run
   const std::size_t n = static_cast<std::size_t>(bytes / sizeof(std::uint64_t)) / threads * threads;
   // Huge-page-advised, like the replay's weights (bench/host_buffer.h): the ceiling and the
   // kernels then read through the same kind of pages. With `new` the ceiling read 4 KiB pages, 22-25

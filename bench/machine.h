@@ -10,6 +10,8 @@ namespace nvfp4::bench {
 struct MachineInfo {
   std::string cpu_model;
   int cores = 0;                   // hardware threads online
+  int cpus_available = 0;          // of those, the ones this process may use (affinity, cgroup quota)
+  int cpu_threads = 0;             // the CPU backend's threads (NVFP4_NUM_THREADS, else cpus_available)
   double mem_total_bytes = 0;      // /proc/meminfo MemTotal
   double llc_bytes = 0;            // last-level cache (sysfs), 0 if unknown
   std::string os;                  // uname -sr
@@ -26,7 +28,7 @@ void reset_peak_rss();
 std::string git_commit();          // NVFP4_COMMIT, else `git rev-parse HEAD` of the source tree (+ "+changes" if tracked files differ), else the build's define, else "unknown"
 std::string iso_date_utc();
 
-// Streaming read of `bytes` with all hardware threads, best of `passes` (GB/s = 1e9 B/s). A plain
+// Streaming read of `bytes` with the CPU backend's thread count, best of `passes` (GB/s = 1e9 B/s). A plain
 // sum over a buffer much larger than the last-level cache: the most a memory-bound kernel can read.
 double host_read_bandwidth_gbps(double bytes = 1024.0 * 1024 * 1024, int passes = 3);
 

@@ -27,6 +27,8 @@ nlohmann::json report_envelope(std::vector<std::string> argv) {
   j["command"] = argv;
   j["machine"] = {{"cpu", m.cpu_model},
                   {"cores", m.cores},
+                  {"cpus_available", m.cpus_available},
+                  {"cpu_threads", m.cpu_threads},
                   {"mem_total_bytes", m.mem_total_bytes},
                   {"llc_bytes", m.llc_bytes},
                   {"os", m.os},

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sched.h>
 #include <unistd.h>
 
 #include "bench/report.h"
@@ -30,8 +31,12 @@ TEST(BenchReport, JsonCsvTable) {
   j["replays"] = {to_json(r)};
   EXPECT_EQ(j["schema"], kJsonSchema);
   for (const char* k : {"date", "commit", "command", "machine"}) EXPECT_TRUE(j.contains(k)) << k;
-  for (const char* k : {"cpu", "cores", "mem_total_bytes", "gpu", "driver"}) EXPECT_TRUE(j["machine"].contains(k)) << k;
+  for (const char* k : {"cpu", "cores", "cpus_available", "cpu_threads", "mem_total_bytes", "gpu", "driver"})
+    EXPECT_TRUE(j["machine"].contains(k)) << k;
   EXPECT_GT(j["machine"]["cores"].get<int>(), 0);
+  EXPECT_GE(j["machine"]["cpus_available"].get<int>(), 1);
+  EXPECT_LE(j["machine"]["cpus_available"].get<int>(), j["machine"]["cores"].get<int>());
+  EXPECT_GE(j["machine"]["cpu_threads"].get<int>(), 1);
   const auto& rj = j["replays"][0];
   EXPECT_EQ(rj["model"]["name"], "tiny");
   EXPECT_EQ(rj["variants"].size(), 2u);
@@ -156,6 +161,34 @@ TEST(BenchReport, CliShapeRunNoDenseAndNoNvfp4) {
   const std::string err = run("--no-nvfp4 2>&1", &rc);
   EXPECT_NE(rc, 0);
   EXPECT_NE(err.find("--no-nvfp4 applies to the model replay only"), std::string::npos) << err;
+}
+
+// The CPU backend's threads, and the read ceiling's, follow the affinity mask (taskset, a cpuset)
+// unless NVFP4_NUM_THREADS says otherwise; the report records both counts.
+TEST(BenchReport, CliThreadsFollowTheAffinityMask) {
+  const char* cli = std::getenv("NVFP4_CLI");
+  ASSERT_TRUE(cli && access(cli, X_OK) == 0) << "NVFP4_CLI must name the built nvfp4 binary";
+  int rc = 0;
+  run_shell("taskset -V >/dev/null 2>&1", &rc);
+  if (rc != 0) GTEST_SKIP() << "no taskset (util-linux) on this host";
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  ASSERT_EQ(sched_getaffinity(0, sizeof mask, &mask), 0);
+  int first = 0;
+  while (!CPU_ISSET(first, &mask)) ++first;
+  auto machine = [&](const std::string& env) {
+    const std::string out = run_shell(env + " taskset -c " + std::to_string(first) + " " + cli +
+                                          " bench --backend cpu --shape 1,256,256 --seconds 0 --samples 2 --no-dense --json - 2>/dev/null",
+                                      &rc);
+    EXPECT_EQ(rc, 0) << env;
+    return nlohmann::json::parse(out)["machine"];
+  };
+  const auto one = machine("env -u NVFP4_NUM_THREADS");
+  EXPECT_EQ(one["cpus_available"].get<int>(), 1);
+  EXPECT_EQ(one["cpu_threads"].get<int>(), 1);
+  const auto three = machine("env NVFP4_NUM_THREADS=3");
+  EXPECT_EQ(three["cpus_available"].get<int>(), 1);
+  EXPECT_EQ(three["cpu_threads"].get<int>(), 3);  // the user's setting wins
 }
 
 }  // namespace

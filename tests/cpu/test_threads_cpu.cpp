@@ -7,6 +7,10 @@
 // M = 40, in bf16, fp16 and fp32. Seeds: base seed + thread (NVFP4_TEST_SEED replays).
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -14,6 +18,7 @@
 #include <vector>
 
 #include "cpu/cpu_test_util.h"
+#include "kernels/cpu/parallel_for.h"
 #include "nvfp4/cpu.h"
 #include "nvfp4/error.h"
 #include "nvfp4/ops.h"
@@ -110,6 +115,80 @@ TEST(CpuThreads, ConcurrentCallersGetTheBitsOfACallAlone) {
     quantized_matmul_ref(cl.x[c].view, cl.w.view(), ref.view);
     cputest::expect_matches_oracle(ref, cl.y[c][kRounds], cputest::abs_sums(cl.w, cl.x[c].view), cl.w);
   }
+}
+
+// parallel_for under load: every task of every region runs exactly once, and the region returns
+// only after its tasks are done, while workers arrive late or not at all (busy threads hold the
+// cores, regions of 1..64 tasks follow each other back to back, some tasks sleep). A worker that
+// wakes for a region the caller has already closed must not run a later region's tasks as its own.
+TEST(CpuThreads, ParallelForRunsEveryTaskOnceWithLateWorkers) {
+  const std::uint64_t seed = test::base_seed();
+  std::uint64_t state = seed;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return state >> 33;
+  };
+  std::vector<std::atomic<int>> runs(64);
+  for (const int hog_threads : {0, 2}) {  // idle cores first, then busy ones
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> hogs;
+    for (int h = 0; h < hog_threads; ++h)
+      hogs.emplace_back([&] {
+        while (!stop.load(std::memory_order_relaxed)) {
+        }
+      });
+    for (int region = 0; region < 1500; ++region) {
+      const std::int64_t n = 1 + static_cast<std::int64_t>(next() % 64);
+      const std::uint64_t sleepy = next() % 4 == 0 ? next() % 64 : 64;  // often one slow task
+      for (auto& r : runs) r.store(0, std::memory_order_relaxed);
+      cpu::parallel_for(n, [&](std::int64_t t) {
+        if (static_cast<std::uint64_t>(t) == sleepy) std::this_thread::sleep_for(std::chrono::microseconds(100));
+        runs[static_cast<std::size_t>(t)].fetch_add(1, std::memory_order_relaxed);
+      });
+      for (std::int64_t t = 0; t < 64; ++t)
+        ASSERT_EQ(runs[static_cast<std::size_t>(t)].load(), t < n ? 1 : 0)
+            << hog_threads << " busy threads, region " << region << " of " << n << " tasks, task " << t << "; "
+            << test::seed_note(seed);
+    }
+    stop = true;
+    for (auto& h : hogs) h.join();
+  }
+}
+
+// The default thread count follows what the process may use: a 2-of-16-cores taskset or cpuset
+// must not get 16 threads (std::thread::hardware_concurrency counts the host's CPUs).
+TEST(CpuThreads, DefaultCountFollowsTheAffinityMask) {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  ASSERT_EQ(sched_getaffinity(0, sizeof mask, &mask), 0);
+  const int allowed = CPU_COUNT(&mask);
+  const int full = cpu::detail::count_available_cpus();
+  EXPECT_GE(full, 1);
+  EXPECT_LE(full, allowed);  // lower only where a cgroup quota is set
+  int first = 0;
+  while (!CPU_ISSET(first, &mask)) ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+  const int confined = cpu::detail::count_available_cpus();
+  ASSERT_EQ(sched_setaffinity(0, sizeof mask, &mask), 0);
+  EXPECT_EQ(confined, 1) << "with the affinity mask cut to CPU " << first << " of " << allowed;
+}
+
+TEST(CpuThreads, CgroupQuotaParsing) {
+  using cpu::detail::cpus_from_cgroup2_cpu_max;
+  using cpu::detail::cpus_from_cgroup_quota;
+  EXPECT_EQ(cpus_from_cgroup2_cpu_max("max 100000"), 0);
+  EXPECT_EQ(cpus_from_cgroup2_cpu_max("200000 100000"), 2);
+  EXPECT_EQ(cpus_from_cgroup2_cpu_max("150000 100000\n"), 2);  // 1.5 CPUs: 2 threads, rounded up
+  EXPECT_EQ(cpus_from_cgroup2_cpu_max("50000 100000"), 1);
+  for (const char* bad : {"", "max", "12x 100000", "100000 0", "100000 -5", "-1 100000", "abc def"})
+    EXPECT_EQ(cpus_from_cgroup2_cpu_max(bad), 0) << "'" << bad << "'";
+  EXPECT_EQ(cpus_from_cgroup_quota(-1, 100000), 0);  // cgroup v1: no quota
+  EXPECT_EQ(cpus_from_cgroup_quota(250000, 100000), 3);
+  EXPECT_EQ(cpus_from_cgroup_quota(100000, 100000), 1);
+  EXPECT_EQ(cpus_from_cgroup_quota(100000, 0), 0);
 }
 
 }  // namespace

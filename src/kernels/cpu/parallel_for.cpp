@@ -7,12 +7,20 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <climits>
 #include <condition_variable>
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
+#include <sstream>
 #include <thread>
 #include <vector>
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -56,15 +64,21 @@ class Pool {
       fn_ = &fn;
       n_tasks_ = n_tasks;
       next_.store(0, std::memory_order_relaxed);
-      active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
-      generation_.fetch_add(1, std::memory_order_release);
+      const std::uint64_t g = generation_.load(std::memory_order_relaxed) + 1;
+      region_.store(g << 32, std::memory_order_release);  // open, nobody inside
+      generation_.store(g, std::memory_order_release);
     }
     cv_.notify_all();
     drain();
-    // Wait until every worker has left this region (they hold fn_ by pointer).
-    // A worker that is runnable but not running may be queued on this very core: after a short
-    // spin, yield it the core instead of spinning through the scheduler's time slice.
-    for (int spins = 0; active_.load(std::memory_order_acquire) != 0; ++spins) {
+    // Every task has been handed out. Close the region, then wait only for the workers inside it
+    // (they hold fn_ by pointer): a worker that has not entered yet (asleep, or runnable but not
+    // running because other work holds its core) never will, and it has nothing left to do. The
+    // caller used to wait for every worker to pass through: a time slice per call on a busy host
+    // (a 184 us GEMV took 3.7 ms with a compile on the other core; docs/perf-cpu.md 36).
+    region_.fetch_or(kClosed, std::memory_order_acq_rel);
+    for (int spins = 0; (region_.load(std::memory_order_acquire) & kInside) != 0; ++spins) {
+      // A worker inside may be queued on this very core: after a short spin, yield it the core
+      // instead of spinning through the scheduler's time slice.
       if (spins < 256) NVFP4_CPU_RELAX();
       else std::this_thread::yield();
     }
@@ -102,8 +116,16 @@ class Pool {
         seen = generation_.load(std::memory_order_acquire);
         if (stop_) return;
       }
+      // Enter region `seen` unless the caller has closed it (or started a later one): one atomic
+      // word holds the region's generation, its closed bit and the count inside, so entering and
+      // closing are ordered against each other.
+      std::uint64_t r = region_.load(std::memory_order_acquire);
+      bool inside = false;
+      while (!inside && (r >> 32) == (seen & 0xFFFFFFFFu) && (r & kClosed) == 0)
+        inside = region_.compare_exchange_weak(r, r + 1, std::memory_order_acq_rel, std::memory_order_acquire);
+      if (!inside) continue;
       drain();
-      active_.fetch_sub(1, std::memory_order_acq_rel);
+      region_.fetch_sub(1, std::memory_order_acq_rel);
     }
   }
 
@@ -111,31 +133,150 @@ class Pool {
   std::vector<std::thread> workers_;
   std::mutex call_mu_, mu_;
   std::condition_variable cv_;
+  // region_: the open region's generation (bits 63..32, its low 32 bits), kClosed, and the count
+  // of workers inside it (bits 30..0).
+  static constexpr std::uint64_t kClosed = std::uint64_t{1} << 31, kInside = kClosed - 1;
   std::atomic<std::uint64_t> generation_{0};
+  std::atomic<std::uint64_t> region_{0};
   std::atomic<std::int64_t> next_{0};
-  std::atomic<int> active_{0};
   const std::function<void(std::int64_t)>* fn_ = nullptr;
   std::int64_t n_tasks_ = 0;
   bool stop_ = false;
 };
+
+#if defined(__linux__)
+// The affinity mask's CPU count, 0 if unknown. A fixed cpu_set_t holds 1024 CPUs; larger hosts
+// make sched_getaffinity fail with EINVAL, so the set grows until it fits.
+int affinity_cpus() {
+  for (int n = CPU_SETSIZE; n <= (1 << 20); n *= 4) {
+    cpu_set_t* set = CPU_ALLOC(n);
+    if (set == nullptr) return 0;
+    const std::size_t size = CPU_ALLOC_SIZE(n);
+    CPU_ZERO_S(size, set);
+    const int rc = sched_getaffinity(0, size, set);
+    const int err = errno;
+    const int count = rc == 0 ? CPU_COUNT_S(size, set) : 0;
+    CPU_FREE(set);
+    if (rc == 0) return count;
+    if (err != EINVAL) return 0;
+  }
+  return 0;
+}
+
+std::string first_line(const std::string& path) {
+  std::ifstream f(path);
+  std::string line;
+  std::getline(f, line);
+  return line;
+}
+
+// Calls fn(dir) for root + path and each of its parents up to root: a parent's quota limits its
+// children too. Inside a container the path may name a cgroup the mount does not show (the
+// container's own cgroup is the mount's root); the walk then still reaches the root.
+template <class Fn>
+void for_cgroup_and_parents(const std::string& root, const std::string& path, Fn fn) {
+  std::string dir = root + (path == "/" ? "" : path);
+  for (;;) {
+    fn(dir);
+    if (dir.size() <= root.size()) return;
+    dir.resize(dir.rfind('/'));
+  }
+}
+
+// The smallest CPU quota of this process's cgroups (v2, or v1's cpu controller), 0 if none.
+int cgroup_quota_cpus() {
+  std::ifstream f("/proc/self/cgroup");
+  std::string line;
+  int best = 0;
+  auto take = [&](int c) {
+    if (c > 0 && (best == 0 || c < best)) best = c;
+  };
+  while (std::getline(f, line)) {  // "hierarchy-id:controllers:path"
+    const std::size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    if (path.empty() || path[0] != '/') continue;
+    if (line.compare(0, a, "0") == 0 && controllers.empty()) {  // cgroup v2
+      for_cgroup_and_parents("/sys/fs/cgroup", path, [&](const std::string& dir) {
+        take(detail::cpus_from_cgroup2_cpu_max(first_line(dir + "/cpu.max")));
+      });
+      continue;
+    }
+    if (("," + controllers + ",").find(",cpu,") == std::string::npos) continue;
+    for (const char* mount : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpuacct,cpu"})
+      for_cgroup_and_parents(mount, path, [&](const std::string& dir) {
+        const std::string q = first_line(dir + "/cpu.cfs_quota_us"), p = first_line(dir + "/cpu.cfs_period_us");
+        if (q.empty() || p.empty()) return;
+        take(detail::cpus_from_cgroup_quota(std::atoll(q.c_str()), std::atoll(p.c_str())));
+      });
+  }
+  return best;
+}
+#endif
+
+int count_cpus() {
+  int n = 0;
+#if defined(__linux__)
+  n = affinity_cpus();
+#endif
+  if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
+#if defined(__linux__)
+  const int quota = cgroup_quota_cpus();
+  if (quota > 0 && (n <= 0 || quota < n)) n = quota;
+#endif
+  return std::max(n, 1);
+}
 
 int threads_from_env() {
   if (const char* s = std::getenv("NVFP4_NUM_THREADS")) {
     const int v = std::atoi(s);
     if (v >= 1) return std::min(v, 1024);
   }
-  const unsigned hc = std::thread::hardware_concurrency();
-  return hc == 0 ? 1 : static_cast<int>(hc);
+  return available_cpus();
 }
 
 Pool& pool() {
-  static Pool p(threads_from_env());
+  static Pool p(configured_threads());
   return p;
 }
 
 }  // namespace
 
 int num_threads() { return pool().size(); }
+
+int configured_threads() {
+  static const int n = threads_from_env();
+  return n;
+}
+
+int available_cpus() {
+  static const int n = count_cpus();
+  return n;
+}
+
+namespace detail {
+
+int count_available_cpus() { return count_cpus(); }
+
+int cpus_from_cgroup_quota(long long quota_us, long long period_us) {
+  if (quota_us <= 0 || period_us <= 0) return 0;
+  const long long cpus = quota_us / period_us + (quota_us % period_us != 0);
+  return static_cast<int>(std::min<long long>(cpus, INT_MAX));
+}
+
+int cpus_from_cgroup2_cpu_max(const std::string& cpu_max) {
+  std::istringstream in(cpu_max);
+  std::string quota, period;
+  if (!(in >> quota >> period) || quota == "max") return 0;
+  char* end = nullptr;
+  const long long q = std::strtoll(quota.c_str(), &end, 10);
+  if (*end != '\0') return 0;
+  const long long p = std::strtoll(period.c_str(), &end, 10);
+  if (*end != '\0') return 0;
+  return cpus_from_cgroup_quota(q, p);
+}
+
+}  // namespace detail
 
 void parallel_for(std::int64_t n_tasks, const std::function<void(std::int64_t)>& fn) {
   if (n_tasks <= 0) return;
