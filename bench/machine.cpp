@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bench/host_buffer.h"
+#include "io/file_util.h"
 #include "kernels/cpu/parallel_for.h"
 
 namespace nvfp4::bench {
@@ -34,12 +35,6 @@ double meminfo_field(const char* key) {
   return 0;
 }
 
-std::string read_first_line(const std::string& path) {
-  std::ifstream f(path);
-  std::string s;
-  std::getline(f, s);
-  return s;
-}
 
 }  // namespace
 
@@ -59,9 +54,9 @@ MachineInfo machine_info() {
   m.mem_total_bytes = meminfo_field("MemTotal");
   for (int idx = 0; idx < 8; ++idx) {
     const std::string base = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(idx) + "/";
-    const std::string lvl = read_first_line(base + "level");
+    const std::string lvl = io::first_line_or_empty(base + "level");
     if (lvl.empty()) break;
-    std::string size = read_first_line(base + "size");  // e.g. "32768K"
+    std::string size = io::first_line_or_empty(base + "size");  // e.g. "32768K"
     if (size.empty()) continue;
     double v = std::stod(size);
     if (size.back() == 'K') v *= 1024;

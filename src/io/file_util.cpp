@@ -74,6 +74,13 @@ std::string read_text_file(const std::string& path, const char* op) {
   return ss.str();
 }
 
+std::string first_line_or_empty(const std::string& path) {
+  std::ifstream f(path);
+  std::string line;
+  std::getline(f, line);
+  return line;
+}
+
 void write_all(int fd, const void* data, std::uint64_t n, const std::string& path, const char* op) {
   const auto* p = static_cast<const char*>(data);
   while (n > 0) {

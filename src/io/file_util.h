@@ -19,6 +19,8 @@ bool path_exists(const std::string& path);
 bool is_directory(const std::string& path);
 bool is_regular_file(const std::string& path);
 std::string read_text_file(const std::string& path, const char* op);
+// The first line of a file, "" if it cannot be read (probes of /proc and /sys that may be absent).
+std::string first_line_or_empty(const std::string& path);
 
 // Write all of [data, data+n) to fd; throws Error(op) naming `path` on failure.
 void write_all(int fd, const void* data, std::uint64_t n, const std::string& path, const char* op);

@@ -22,6 +22,8 @@
 #include <sched.h>
 #endif
 
+#include "io/file_util.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define NVFP4_CPU_RELAX() _mm_pause()
@@ -163,13 +165,6 @@ int affinity_cpus() {
   return 0;
 }
 
-std::string first_line(const std::string& path) {
-  std::ifstream f(path);
-  std::string line;
-  std::getline(f, line);
-  return line;
-}
-
 // Calls fn(dir) for root + path and each of its parents up to root: a parent's quota limits its
 // children too. Inside a container the path may name a cgroup the mount does not show (the
 // container's own cgroup is the mount's root); the walk then still reaches the root.
@@ -198,14 +193,15 @@ int cgroup_quota_cpus() {
     if (path.empty() || path[0] != '/') continue;
     if (line.compare(0, a, "0") == 0 && controllers.empty()) {  // cgroup v2
       for_cgroup_and_parents("/sys/fs/cgroup", path, [&](const std::string& dir) {
-        take(detail::cpus_from_cgroup2_cpu_max(first_line(dir + "/cpu.max")));
+        take(detail::cpus_from_cgroup2_cpu_max(io::first_line_or_empty(dir + "/cpu.max")));
       });
       continue;
     }
     if (("," + controllers + ",").find(",cpu,") == std::string::npos) continue;
     for (const char* mount : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpuacct,cpu"})
       for_cgroup_and_parents(mount, path, [&](const std::string& dir) {
-        const std::string q = first_line(dir + "/cpu.cfs_quota_us"), p = first_line(dir + "/cpu.cfs_period_us");
+        const std::string q = io::first_line_or_empty(dir + "/cpu.cfs_quota_us");
+        const std::string p = io::first_line_or_empty(dir + "/cpu.cfs_period_us");
         if (q.empty() || p.empty()) return;
         take(detail::cpus_from_cgroup_quota(std::atoll(q.c_str()), std::atoll(p.c_str())));
       });
