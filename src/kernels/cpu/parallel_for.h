@@ -15,7 +15,7 @@
 namespace nvfp4::cpu {
 
 int num_threads();         // pool size including the calling thread (creates the pool)
-int configured_threads(); // what num_threads() is or will be, without creating the pool
+int configured_threads();  // what num_threads() is or will be, without creating the pool
 
 // CPUs this process may run on: the count of its affinity mask (taskset, a container's cpuset),
 // lowered to a cgroup CPU quota where one is set (docker --cpus, Kubernetes CPU limits), at
