@@ -51,6 +51,7 @@ MachineInfo machine_info() {
   m.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   m.cpus_available = cpu::available_cpus();
   m.cpu_threads = cpu::configured_threads();
+  if (const char* omp = std::getenv("OMP_NUM_THREADS")) m.omp_num_threads = omp;
   m.mem_total_bytes = meminfo_field("MemTotal");
   for (int idx = 0; idx < 8; ++idx) {
     const std::string base = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(idx) + "/";

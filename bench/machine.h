@@ -12,6 +12,7 @@ struct MachineInfo {
   int cores = 0;                   // hardware threads online
   int cpus_available = 0;          // of those, the ones this process may use (affinity, cgroup quota)
   int cpu_threads = 0;             // the CPU backend's threads (NVFP4_NUM_THREADS, else cpus_available)
+  std::string omp_num_threads;     // OMP_NUM_THREADS as this process saw it (oneDNN's team), "" if unset
   double mem_total_bytes = 0;      // /proc/meminfo MemTotal
   double llc_bytes = 0;            // last-level cache (sysfs), 0 if unknown
   std::string os;                  // uname -sr

@@ -29,6 +29,7 @@ nlohmann::json report_envelope(std::vector<std::string> argv) {
                   {"cores", m.cores},
                   {"cpus_available", m.cpus_available},
                   {"cpu_threads", m.cpu_threads},
+                  {"omp_num_threads", m.omp_num_threads.empty() ? nlohmann::json() : nlohmann::json(m.omp_num_threads)},
                   {"mem_total_bytes", m.mem_total_bytes},
                   {"llc_bytes", m.llc_bytes},
                   {"os", m.os},

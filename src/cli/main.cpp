@@ -8,28 +8,45 @@
 #include <cstring>
 #include <exception>
 
+#include <string>
+
 #include "cli/commands.h"
+#include "kernels/cpu/parallel_for.h"
 #include "nvfp4/error.h"
 
 namespace {
 
 // Benchmarks run oneDNN (OpenMP, libgomp) and nvfp4's own thread pool in one process. libgomp
-// busy-waits after every parallel region by default, so its idle threads steal the cores from the
-// next nvfp4 call and vice versa. Measured 2026-11-30 on the 2-core EPYC, M=16 N=1024 K=4096 bf16:
-// oneDNN 8.0 ms and nvfp4 5.2 ms per call with the default policy, 0.68 ms and 0.88 ms with
-// OMP_WAIT_POLICY=PASSIVE. libgomp reads the variable when it is loaded, before main, so the
-// benchmark commands re-execute themselves once with it set (a user's own setting is kept).
-void passive_openmp_for_benchmarks(int argc, char** argv) {
-  if (argc < 2 || std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  if (std::strcmp(argv[1], "bench") != 0 && std::strcmp(argv[1], "compare") != 0) return;
-  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-  execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
+// reads its settings when it is loaded, before main, so the benchmark commands re-execute
+// themselves once with them set (a user's own setting is kept):
+//  * OMP_WAIT_POLICY=PASSIVE: libgomp busy-waits after every parallel region by default, so its
+//    idle threads steal the cores from the next nvfp4 call and vice versa. Measured 2026-11-30 on
+//    the 2-core EPYC, M=16 N=1024 K=4096 bf16: oneDNN 8.0 ms and nvfp4 5.2 ms per call with the
+//    default policy, 0.68 ms and 0.88 ms with PASSIVE.
+//  * OMP_NUM_THREADS (`nvfp4 bench` only) = the CPU backend's thread count, so the dense
+//    baseline runs as many threads as NVFP4 does. libgomp sizes its team from the affinity mask
+//    and knows neither NVFP4_NUM_THREADS nor a cgroup CPU quota (docs/perf-cpu.md 36). `compare`
+//    is left alone: its children are `bench` processes, and each sets its own.
+void openmp_env_for_benchmarks(int argc, char** argv) {
+  if (argc < 2) return;
+  const bool bench = std::strcmp(argv[1], "bench") == 0;
+  if (!bench && std::strcmp(argv[1], "compare") != 0) return;
+  bool changed = false;
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    changed = true;
+  }
+  if (bench && std::getenv("OMP_NUM_THREADS") == nullptr) {
+    setenv("OMP_NUM_THREADS", std::to_string(nvfp4::cpu::configured_threads()).c_str(), 1);
+    changed = true;
+  }
+  if (changed) execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  passive_openmp_for_benchmarks(argc, argv);
+  openmp_env_for_benchmarks(argc, argv);
   CLI::App app{"nvfp4: NVFP4 (E2M1 + E4M3 block scales) weight-only W4A16 toolkit"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "nvfp4 0.1.0");

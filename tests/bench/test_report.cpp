@@ -163,8 +163,8 @@ TEST(BenchReport, CliShapeRunNoDenseAndNoNvfp4) {
   EXPECT_NE(err.find("--no-nvfp4 applies to the model replay only"), std::string::npos) << err;
 }
 
-// The CPU backend's threads, and the read ceiling's, follow the affinity mask (taskset, a cpuset)
-// unless NVFP4_NUM_THREADS says otherwise; the report records both counts.
+// The CPU backend's threads, the read ceiling's and the oneDNN baseline's follow the affinity mask
+// (taskset, a cpuset) unless NVFP4_NUM_THREADS says otherwise; the report records the counts.
 TEST(BenchReport, CliThreadsFollowTheAffinityMask) {
   const char* cli = std::getenv("NVFP4_CLI");
   ASSERT_TRUE(cli && access(cli, X_OK) == 0) << "NVFP4_CLI must name the built nvfp4 binary";
@@ -183,12 +183,17 @@ TEST(BenchReport, CliThreadsFollowTheAffinityMask) {
     EXPECT_EQ(rc, 0) << env;
     return nlohmann::json::parse(out)["machine"];
   };
-  const auto one = machine("env -u NVFP4_NUM_THREADS");
+  // OMP_NUM_THREADS (the oneDNN baseline's team) follows the CPU backend's count unless set.
+  const auto one = machine("env -u NVFP4_NUM_THREADS -u OMP_NUM_THREADS");
   EXPECT_EQ(one["cpus_available"].get<int>(), 1);
   EXPECT_EQ(one["cpu_threads"].get<int>(), 1);
-  const auto three = machine("env NVFP4_NUM_THREADS=3");
+  EXPECT_EQ(one["omp_num_threads"], "1");
+  const auto three = machine("env -u OMP_NUM_THREADS NVFP4_NUM_THREADS=3");
   EXPECT_EQ(three["cpus_available"].get<int>(), 1);
   EXPECT_EQ(three["cpu_threads"].get<int>(), 3);  // the user's setting wins
+  EXPECT_EQ(three["omp_num_threads"], "3");
+  const auto own = machine("env NVFP4_NUM_THREADS=3 OMP_NUM_THREADS=2");
+  EXPECT_EQ(own["omp_num_threads"], "2");  // and so does theirs for OpenMP
 }
 
 }  // namespace
