@@ -35,7 +35,6 @@ double meminfo_field(const char* key) {
   return 0;
 }
 
-
 }  // namespace
 
 MachineInfo machine_info() {

@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-
 #include <string>
 
 #include "cli/commands.h"
