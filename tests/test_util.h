@@ -3,6 +3,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <cmath>
 #include <cstdint>
@@ -23,6 +24,19 @@ inline std::uint64_t base_seed() {
 
 inline std::string seed_note(std::uint64_t seed) {
   return "seed=" + std::to_string(seed) + " (replay with NVFP4_TEST_SEED=" + std::to_string(base_seed()) + ")";
+}
+
+// This process's affinity mask and the lowest CPU in it (tests that confine a process to one CPU).
+inline cpu_set_t affinity_mask() {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  EXPECT_EQ(sched_getaffinity(0, sizeof mask, &mask), 0);
+  return mask;
+}
+inline int first_allowed_cpu(const cpu_set_t& mask) {
+  int cpu = 0;
+  while (cpu < CPU_SETSIZE - 1 && !CPU_ISSET(cpu, &mask)) ++cpu;
+  return cpu;
 }
 
 // A random weight tensor with adversarial structure: normal values, exact grid points, all-zero

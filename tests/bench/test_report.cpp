@@ -7,10 +7,10 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sched.h>
 #include <unistd.h>
 
 #include "bench/report.h"
+#include "test_util.h"
 
 namespace nvfp4::bench {
 ModelSpec tiny_model();
@@ -171,11 +171,7 @@ TEST(BenchReport, CliThreadsFollowTheAffinityMask) {
   int rc = 0;
   run_shell("taskset -V >/dev/null 2>&1", &rc);
   if (rc != 0) GTEST_SKIP() << "no taskset (util-linux) on this host";
-  cpu_set_t mask;
-  CPU_ZERO(&mask);
-  ASSERT_EQ(sched_getaffinity(0, sizeof mask, &mask), 0);
-  int first = 0;
-  while (!CPU_ISSET(first, &mask)) ++first;
+  const int first = test::first_allowed_cpu(test::affinity_mask());
   auto machine = [&](const std::string& env) {
     const std::string out = run_shell(env + " taskset -c " + std::to_string(first) + " " + cli +
                                           " bench --backend cpu --shape 1,256,256 --seconds 0 --samples 2 --no-dense --json - 2>/dev/null",

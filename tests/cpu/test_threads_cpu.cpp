@@ -7,8 +7,6 @@
 // M = 40, in bf16, fp16 and fp32. Seeds: base seed + thread (NVFP4_TEST_SEED replays).
 #include <gtest/gtest.h>
 
-#include <sched.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -158,15 +156,12 @@ TEST(CpuThreads, ParallelForRunsEveryTaskOnceWithLateWorkers) {
 // The default thread count follows what the process may use: a 2-of-16-cores taskset or cpuset
 // must not get 16 threads (std::thread::hardware_concurrency counts the host's CPUs).
 TEST(CpuThreads, DefaultCountFollowsTheAffinityMask) {
-  cpu_set_t mask;
-  CPU_ZERO(&mask);
-  ASSERT_EQ(sched_getaffinity(0, sizeof mask, &mask), 0);
+  const cpu_set_t mask = test::affinity_mask();
   const int allowed = CPU_COUNT(&mask);
   const int full = cpu::detail::count_available_cpus();
   EXPECT_GE(full, 1);
   EXPECT_LE(full, allowed);  // lower only where a cgroup quota is set
-  int first = 0;
-  while (!CPU_ISSET(first, &mask)) ++first;
+  const int first = test::first_allowed_cpu(mask);
   cpu_set_t one;
   CPU_ZERO(&one);
   CPU_SET(first, &one);

@@ -210,18 +210,6 @@ int cgroup_quota_cpus() {
 }
 #endif
 
-int count_cpus() {
-  int n = 0;
-#if defined(__linux__)
-  n = affinity_cpus();
-#endif
-  if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
-#if defined(__linux__)
-  const int quota = cgroup_quota_cpus();
-  if (quota > 0 && (n <= 0 || quota < n)) n = quota;
-#endif
-  return std::max(n, 1);
-}
 
 int threads_from_env() {
   if (const char* s = std::getenv("NVFP4_NUM_THREADS")) {
@@ -246,13 +234,24 @@ int configured_threads() {
 }
 
 int available_cpus() {
-  static const int n = count_cpus();
+  static const int n = detail::count_available_cpus();
   return n;
 }
 
 namespace detail {
 
-int count_available_cpus() { return count_cpus(); }
+int count_available_cpus() {
+  int n = 0;
+#if defined(__linux__)
+  n = affinity_cpus();
+#endif
+  if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
+#if defined(__linux__)
+  const int quota = cgroup_quota_cpus();
+  if (quota > 0 && (n <= 0 || quota < n)) n = quota;
+#endif
+  return std::max(n, 1);
+}
 
 int cpus_from_cgroup_quota(long long quota_us, long long period_us) {
   if (quota_us <= 0 || period_us <= 0) return 0;
