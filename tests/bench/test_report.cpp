@@ -3,11 +3,15 @@
 // emits a parseable report.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
+#include <string>
+#include <vector>
 
 #include "bench/report.h"
 #include "test_util.h"
@@ -190,6 +194,90 @@ TEST(BenchReport, CliThreadsFollowTheAffinityMask) {
   EXPECT_EQ(three["omp_num_threads"], "3");
   const auto own = machine("env NVFP4_NUM_THREADS=3 OMP_NUM_THREADS=2");
   EXPECT_EQ(own["omp_num_threads"], "2");  // and so does theirs for OpenMP
+}
+
+// A cgroup of this test's own under the cpu controller, removed when it goes out of scope: v1
+// (/sys/fs/cgroup/cpu, a child of the root) or v2 (a child of the root, with +cpu in the root's
+// subtree_control). Empty dir() where neither can be made (not root, a read-only or absent
+// mount, a v2 root that will not delegate the controller).
+class ScratchCgroup {
+ public:
+  ScratchCgroup() {
+    const std::string name = "nvfp4-test-" + std::to_string(getpid());
+    if (const std::string d = "/sys/fs/cgroup/cpu/" + name; mkdir_ok(d) && access((d + "/cpu.cfs_quota_us").c_str(), F_OK) == 0) {
+      dir_ = d;
+    } else if (const std::string d2 = "/sys/fs/cgroup/" + name;
+               access("/sys/fs/cgroup/cgroup.subtree_control", W_OK) == 0 &&
+               write_file("/sys/fs/cgroup/cgroup.subtree_control", "+cpu") && mkdir_ok(d2) &&
+               access((d2 + "/cpu.max").c_str(), F_OK) == 0) {
+      dir_ = d2;
+      v2_ = true;
+    }
+  }
+  ~ScratchCgroup() {
+    for (auto it = made_.rbegin(); it != made_.rend(); ++it) rmdir(it->c_str());
+  }
+  const std::string& dir() const { return dir_; }
+  // A child cgroup (no quota of its own) under dir().
+  std::string child(const std::string& name) {
+    const std::string d = dir_ + "/" + name;
+    return mkdir_ok(d) ? d : std::string();
+  }
+  // quota / period CPUs on dir(): cpu.max (v2) or cpu.cfs_{period,quota}_us (v1).
+  bool set_quota(long long quota_us, long long period_us) const {
+    if (v2_) return write_file(dir_ + "/cpu.max", std::to_string(quota_us) + " " + std::to_string(period_us));
+    return write_file(dir_ + "/cpu.cfs_period_us", std::to_string(period_us)) &&
+           write_file(dir_ + "/cpu.cfs_quota_us", std::to_string(quota_us));
+  }
+
+ private:
+  bool mkdir_ok(const std::string& d) {
+    if (mkdir(d.c_str(), 0755) != 0) return false;
+    made_.push_back(d);
+    return true;
+  }
+  static bool write_file(const std::string& path, const std::string& text) {
+    std::ofstream f(path);
+    f << text << std::flush;
+    return static_cast<bool>(f);
+  }
+  std::string dir_;
+  bool v2_ = false;
+  std::vector<std::string> made_;
+};
+
+// The default thread count follows a real cgroup CPU quota (docker --cpus, a Kubernetes CPU
+// limit), set on the parent of the cgroup the CLI runs in, so the walk up the hierarchy is
+// what finds it. Runs where the test may make cgroups (root with a writable cpu controller:
+// the CI and dev VMs); skips elsewhere, saying why.
+TEST(BenchReport, CliThreadsFollowACgroupCpuQuota) {
+  const char* cli = std::getenv("NVFP4_CLI");
+  ASSERT_TRUE(cli && access(cli, X_OK) == 0) << "NVFP4_CLI must name the built nvfp4 binary";
+  const cpu_set_t mask = test::affinity_mask();
+  if (CPU_COUNT(&mask) < 2) GTEST_SKIP() << "needs 2 CPUs in the affinity mask for a 1-CPU quota to show";
+  ScratchCgroup cg;
+  if (cg.dir().empty()) GTEST_SKIP() << "cannot make a cgroup with a CPU quota here (needs root and a writable cpu controller)";
+  ASSERT_TRUE(cg.set_quota(100000, 100000)) << "writing a 1-CPU quota to " << cg.dir();
+  const std::string inner = cg.child("inner");
+  ASSERT_FALSE(inner.empty()) << "mkdir " << cg.dir() << "/inner";
+  auto machine = [&](const std::string& env) {
+    int rc = 0;
+    const std::string out =
+        run_shell("sh -c 'echo $$ > " + inner + "/cgroup.procs && exec " + env + " " + cli +
+                      " bench --backend cpu --shape 1,256,256 --seconds 0 --samples 2 --no-dense --json -' 2>/dev/null",
+                  &rc);
+    EXPECT_EQ(rc, 0) << env << "\n" << out;
+    return nlohmann::json::parse(out, nullptr, false)["machine"];
+  };
+  const auto one = machine("env -u NVFP4_NUM_THREADS -u OMP_NUM_THREADS");
+  EXPECT_EQ(one["cpus_available"], 1) << one.dump();
+  EXPECT_EQ(one["cpu_threads"], 1);
+  EXPECT_EQ(one["omp_num_threads"], "1");
+  // 1.5 CPUs of quota round up to 2 (a thread for the half CPU), no more than the mask allows.
+  ASSERT_TRUE(cg.set_quota(150000, 100000));
+  const auto half = machine("env -u NVFP4_NUM_THREADS -u OMP_NUM_THREADS");
+  EXPECT_EQ(half["cpus_available"], 2) << half.dump();
+  EXPECT_EQ(machine("env NVFP4_NUM_THREADS=3")["cpu_threads"], 3);  // the user's setting wins
 }
 
 }  // namespace
