@@ -49,7 +49,7 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNVFP4_CUDA=OF
 ninja -C "$BUILD"
 # Left out under emulation (NVFP4_ARM64_ALL=1 runs them too):
 #  * tests that start the nvfp4 CLI as a child process (Cli*, Formats/CliQuantize*, python.*,
-#    BenchReport.Cli*):
+#    BenchReport.Cli*), and install.* (it builds and runs a consumer of the installed package):
 #    an aarch64 executable cannot be exec'd on this host without binfmt_misc (qemu-user-binfmt);
 #  * tests that start threads of their own (CpuThreads.ConcurrentCallers*,
 #    CpuThreads.ParallelForRunsEveryTaskOnce*): the test binaries load libdnnl, and there the
@@ -58,6 +58,6 @@ ninja -C "$BUILD"
 #  * the model replays and statistical timing tests (BenchCompare.*, BenchReplay.DecodeAndPrefill*,
 #    BenchReport.JsonCsvTable): minutes each
 #    under qemu, and timings there mean nothing.
-exclude='^(python\.|Cli|CliPython\.|Formats/CliQuantize|BenchReport\.Cli|CpuThreads\.(ConcurrentCallers|ParallelForRunsEveryTaskOnce)|BenchCompare\.|BenchReplay\.DecodeAndPrefill|BenchReport\.JsonCsvTable)'
+exclude='^(python\.|install\.|Cli|CliPython\.|Formats/CliQuantize|BenchReport\.Cli|CpuThreads\.(ConcurrentCallers|ParallelForRunsEveryTaskOnce)|BenchCompare\.|BenchReplay\.DecodeAndPrefill|BenchReport\.JsonCsvTable)'
 [ "${NVFP4_ARM64_ALL:-0}" = 1 ] && exclude='^$'
 (cd "$BUILD" && ctest -j "$(nproc)" --timeout 1800 --output-on-failure -E "$exclude")
