@@ -18,4 +18,17 @@ args=(-C "$init" -S "$here/consumer" -B "$work/consumer"
 "$cmake" "${args[@]}" >"$work/configure.log" 2>&1 || { cat "$work/configure.log"; exit 1; }
 "$cmake" --build "$work/consumer" >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
 "$work/consumer/consumer"
+# The same program through pkg-config, as a build without CMake links it.
+if command -v pkg-config >/dev/null; then
+  cached() { sed -n "s/^set($1 \"\\(.*\\)\" CACHE.*/\\1/p" "$init"; }  # the build's compiler and flags
+  cxx=$(cached CMAKE_CXX_COMPILER)
+  flags=$(PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" pkg-config --cflags --libs nvfp4) ||
+    { echo "check_install: pkg-config --cflags --libs nvfp4 failed"; exit 1; }
+  # shellcheck disable=SC2046,SC2086  # the flags are words
+  "${cxx:-c++}" -std=c++17 -O1 $(cached CMAKE_CXX_FLAGS) "$here/consumer/main.cpp" -o "$work/consumer-pc" \
+    $flags $(cached CMAKE_EXE_LINKER_FLAGS)
+  "$work/consumer-pc"
+else
+  echo "check_install: no pkg-config here; the pkg-config file was installed but not tried"
+fi
 "$work/prefix/bin/nvfp4" --help >/dev/null
