@@ -85,10 +85,11 @@ if [ -n "${NVFP4_PREBUILT:-}" ]; then
   CLI=$NVFP4_PREBUILT/nvfp4
   CPUT="$NVFP4_PREBUILT/test_matmul_cpu $NVFP4_PREBUILT/test_gemv_amx $NVFP4_PREBUILT/test_repack_cpu"
   CPB=$NVFP4_PREBUILT/cpu_paths_bench
+  EX=$NVFP4_PREBUILT/decode_linear
 else
   say "configure + build"
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNVFP4_CUDA=ON || exit 1
-  ninja -C "$BUILD" nvfp4_test_cuda nvfp4_test_cuda_threads nvfp4_bench_cuda || exit 1
+  ninja -C "$BUILD" nvfp4_test_cuda nvfp4_test_cuda_threads nvfp4_bench_cuda decode_linear || exit 1
   ninja -C "$BUILD" nvfp4_cli || echo "the nvfp4 CLI did not build (other parts in progress?): tuner runs through nvfp4_bench_cuda --tune"
   TB=$(find "$BUILD" -name nvfp4_test_cuda -type f -perm -u+x | head -1)
   TT=$BUILD/tests/cuda/nvfp4_test_cuda_threads
@@ -97,6 +98,7 @@ else
   ninja -C "$BUILD" test_matmul_cpu test_gemv_amx test_repack_cpu cpu_paths_bench || true
   CPUT="$BUILD/tests/cpu/test_matmul_cpu $BUILD/tests/cpu/test_gemv_amx $BUILD/tests/cpu/test_repack_cpu"
   CPB=$BUILD/tests/cpu/cpu_paths_bench
+  EX=$BUILD/examples/decode_linear
 fi
 say "SASS check (16-byte weight loads, no local memory)"
 if command -v cuobjdump >/dev/null; then
@@ -139,6 +141,9 @@ if want test; then
   # Several host threads and every GPU of the machine (its device test skips with one GPU).
   if [ -x "${TT:-}" ]; then "$TT" --gtest_output=json:"$OUT/tests_threads.json" || STATUS=1
   else echo "no nvfp4_test_cuda_threads at ${TT:-?}"; STATUS=1; fi
+  # The example an engine builder reads first (examples/decode_linear.cpp), on the GPU.
+  if [ -x "${EX:-}" ]; then "$EX" || STATUS=1
+  else echo "no examples/decode_linear at ${EX:-?} (older prebuilt folder?): not run"; fi
 fi
 
 if want portable; then
