@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bench/report.h"
+#include "io/file_util.h"
 #include "test_util.h"
 
 namespace nvfp4::bench {
@@ -197,9 +198,9 @@ TEST(BenchReport, CliThreadsFollowTheAffinityMask) {
 }
 
 // A cgroup of this test's own under the cpu controller, removed when it goes out of scope: v1
-// (/sys/fs/cgroup/cpu, a child of the root) or v2 (a child of the root, with +cpu in the root's
-// subtree_control). Empty dir() where neither can be made (not root, a read-only or absent
-// mount, a v2 root that will not delegate the controller).
+// (/sys/fs/cgroup/cpu, a child of the root) or v2 (a child of the root, where the root already
+// delegates the cpu controller: the test changes no setting of the host's). Empty dir() where
+// neither can be made (not root, a read-only or absent mount, no cpu controller for children).
 class ScratchCgroup {
  public:
   ScratchCgroup() {
@@ -207,8 +208,9 @@ class ScratchCgroup {
     if (const std::string d = "/sys/fs/cgroup/cpu/" + name; mkdir_ok(d) && access((d + "/cpu.cfs_quota_us").c_str(), F_OK) == 0) {
       dir_ = d;
     } else if (const std::string d2 = "/sys/fs/cgroup/" + name;
-               access("/sys/fs/cgroup/cgroup.subtree_control", W_OK) == 0 &&
-               write_file("/sys/fs/cgroup/cgroup.subtree_control", "+cpu") && mkdir_ok(d2) &&
+               (" " + io::first_line_or_empty("/sys/fs/cgroup/cgroup.subtree_control") + " ").find(" cpu ") !=
+                   std::string::npos &&
+               mkdir_ok(d2) &&
                access((d2 + "/cpu.max").c_str(), F_OK) == 0) {
       dir_ = d2;
       v2_ = true;
