@@ -65,6 +65,13 @@ MachineInfo machine_info() {
   }
   utsname u{};
   if (uname(&u) == 0) m.os = std::string(u.sysname) + " " + u.release;
+  // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  <date>": the version that
+  // nvidia-smi prints, more precise than the CUDA driver API level.
+  const std::string nvrm = io::first_line_or_empty("/proc/driver/nvidia/version");
+  if (const std::size_t at = nvrm.find("Kernel Module"); at != std::string::npos) {
+    std::istringstream words(nvrm.substr(at + 13));
+    words >> m.gpu_kernel_driver;
+  }
   cuda_machine_info(m);
   return m;
 }

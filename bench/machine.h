@@ -16,8 +16,12 @@ struct MachineInfo {
   double mem_total_bytes = 0;      // /proc/meminfo MemTotal
   double llc_bytes = 0;            // last-level cache (sysfs), 0 if unknown
   std::string os;                  // uname -sr
-  std::string gpu, driver;         // empty without CUDA / device
+  std::string gpu, driver;         // empty without CUDA / device; driver: "580.159.04 (CUDA driver API 13.0, runtime 13.0)"
   double gpu_mem_bytes = 0;
+  int gpu_index = -1;              // the device benchmarked (the current one), -1 without
+  int gpu_count = 0;               // devices this process sees (CUDA_VISIBLE_DEVICES applies)
+  std::string gpu_pci_bus_id;      // "0000:1a:00.0": which of the host's GPUs it was
+  std::string gpu_kernel_driver;   // the NVIDIA kernel module's version (/proc/driver/nvidia/version), "" if unreadable
 };
 
 MachineInfo machine_info();        // host part; gpu fields filled by cuda_machine_info when available

@@ -379,18 +379,24 @@ double cuda_read_bandwidth_gbps() {
 }
 
 void cuda_machine_info(MachineInfo& m) {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+  int n = 0, dev = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0 || cudaGetDevice(&dev) != cudaSuccess) {
     cudaGetLastError();
     return;
   }
+  // The device the benchmark runs on (the current one), and which of the host's it is: on a
+  // machine of several GPUs the index alone depends on CUDA_VISIBLE_DEVICES, the PCI address not.
   cudaDeviceProp p{};
-  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return;
+  if (cudaGetDeviceProperties(&p, dev) != cudaSuccess) return;
   int drv = 0, rt = 0;
   cudaDriverGetVersion(&drv);
   cudaRuntimeGetVersion(&rt);
   m.gpu = fmt::format("{} (sm_{}{}, {} SMs)", p.name, p.major, p.minor, p.multiProcessorCount);
+  m.gpu_index = dev;
+  m.gpu_count = n;
+  m.gpu_pci_bus_id = fmt::format("{:04x}:{:02x}:{:02x}.0", p.pciDomainID, p.pciBusID, p.pciDeviceID);
   m.driver = fmt::format("CUDA driver API {}.{}, runtime {}.{}", drv / 1000, (drv % 1000) / 10, rt / 1000, (rt % 1000) / 10);
+  if (!m.gpu_kernel_driver.empty()) m.driver = m.gpu_kernel_driver + " (" + m.driver + ")";
   m.gpu_mem_bytes = static_cast<double>(p.totalGlobalMem);
 }
 

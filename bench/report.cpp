@@ -35,7 +35,10 @@ nlohmann::json report_envelope(std::vector<std::string> argv) {
                   {"os", m.os},
                   {"gpu", m.gpu.empty() ? nlohmann::json() : nlohmann::json(m.gpu)},
                   {"driver", m.driver.empty() ? nlohmann::json() : nlohmann::json(m.driver)},
-                  {"gpu_mem_bytes", m.gpu.empty() ? nlohmann::json() : nlohmann::json(m.gpu_mem_bytes)}};
+                  {"gpu_mem_bytes", m.gpu.empty() ? nlohmann::json() : nlohmann::json(m.gpu_mem_bytes)},
+                  {"gpu_index", m.gpu.empty() ? nlohmann::json() : nlohmann::json(m.gpu_index)},
+                  {"gpu_count", m.gpu_count},
+                  {"gpu_pci_bus_id", m.gpu.empty() ? nlohmann::json() : nlohmann::json(m.gpu_pci_bus_id)}};
   return j;
 }
 

@@ -36,12 +36,21 @@ TEST(BenchReport, JsonCsvTable) {
   j["replays"] = {to_json(r)};
   EXPECT_EQ(j["schema"], kJsonSchema);
   for (const char* k : {"date", "commit", "command", "machine"}) EXPECT_TRUE(j.contains(k)) << k;
-  for (const char* k : {"cpu", "cores", "cpus_available", "cpu_threads", "mem_total_bytes", "gpu", "driver"})
+  for (const char* k : {"cpu", "cores", "cpus_available", "cpu_threads", "mem_total_bytes", "gpu", "driver", "gpu_index",
+                        "gpu_count", "gpu_pci_bus_id"})
     EXPECT_TRUE(j["machine"].contains(k)) << k;
   EXPECT_GT(j["machine"]["cores"].get<int>(), 0);
   EXPECT_GE(j["machine"]["cpus_available"].get<int>(), 1);
   EXPECT_LE(j["machine"]["cpus_available"].get<int>(), j["machine"]["cores"].get<int>());
   EXPECT_GE(j["machine"]["cpu_threads"].get<int>(), 1);
+  // A GPU, when there is one, names the device benchmarked among those the process sees.
+  if (!j["machine"]["gpu"].is_null()) {
+    EXPECT_GE(j["machine"]["gpu_index"].get<int>(), 0);
+    EXPECT_LT(j["machine"]["gpu_index"].get<int>(), j["machine"]["gpu_count"].get<int>());
+    EXPECT_EQ(j["machine"]["gpu_pci_bus_id"].get<std::string>().size(), 12u) << j["machine"].dump();
+  } else {
+    EXPECT_EQ(j["machine"]["gpu_count"], 0);
+  }
   const auto& rj = j["replays"][0];
   EXPECT_EQ(rj["model"]["name"], "tiny");
   EXPECT_EQ(rj["variants"].size(), 2u);
