@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -37,6 +38,17 @@ double meminfo_field(const char* key) {
 
 }  // namespace
 
+std::string nvidia_module_version(const std::string& nvrm_line) {
+  if (nvrm_line.rfind("NVRM version:", 0) != 0) return "";
+  std::istringstream words(nvrm_line);
+  for (std::string w; words >> w;) {
+    const bool version = std::isdigit(static_cast<unsigned char>(w[0])) && w.find('.') != std::string::npos &&
+                         w.find_first_not_of("0123456789.") == std::string::npos;
+    if (version) return w;
+  }
+  return "";
+}
+
 MachineInfo machine_info() {
   MachineInfo m;
   std::ifstream f("/proc/cpuinfo");
@@ -65,13 +77,7 @@ MachineInfo machine_info() {
   }
   utsname u{};
   if (uname(&u) == 0) m.os = std::string(u.sysname) + " " + u.release;
-  // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  <date>": the version that
-  // nvidia-smi prints, more precise than the CUDA driver API level.
-  const std::string nvrm = io::first_line_or_empty("/proc/driver/nvidia/version");
-  if (const std::size_t at = nvrm.find("Kernel Module"); at != std::string::npos) {
-    std::istringstream words(nvrm.substr(at + 13));
-    words >> m.gpu_kernel_driver;
-  }
+  m.gpu_kernel_driver = nvidia_module_version(io::first_line_or_empty("/proc/driver/nvidia/version"));
   cuda_machine_info(m);
   return m;
 }

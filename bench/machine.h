@@ -25,6 +25,10 @@ struct MachineInfo {
 };
 
 MachineInfo machine_info();        // host part; gpu fields filled by cuda_machine_info when available
+// The driver version in /proc/driver/nvidia/version's first line (the first word of digits and
+// dots: "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build ..."
+// -> "580.159.04"), "" for any other line.
+std::string nvidia_module_version(const std::string& nvrm_line);
 void cuda_machine_info(MachineInfo& m);  // no-op without CUDA
 
 double mem_available_bytes();      // /proc/meminfo MemAvailable (0 if unreadable)

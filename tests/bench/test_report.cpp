@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/machine.h"
 #include "bench/report.h"
 #include "io/file_util.h"
 #include "test_util.h"
@@ -204,6 +205,18 @@ TEST(BenchReport, CliThreadsFollowTheAffinityMask) {
   EXPECT_EQ(three["omp_num_threads"], "3");
   const auto own = machine("env NVFP4_NUM_THREADS=3 OMP_NUM_THREADS=2");
   EXPECT_EQ(own["omp_num_threads"], "2");  // and so does theirs for OpenMP
+}
+
+// The kernel module's version as nvidia-smi prints it, from both wordings of the proprietary and
+// the open module (the open one read on the H200 machine, 2026-12-03).
+TEST(BenchReport, NvidiaModuleVersion) {
+  EXPECT_EQ(nvidia_module_version("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  "
+                                  "(nixbld@)  "),
+            "580.159.04");
+  EXPECT_EQ(nvidia_module_version("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May 12 19:39:15 UTC 2024"),
+            "535.183.01");
+  EXPECT_EQ(nvidia_module_version(""), "");
+  EXPECT_EQ(nvidia_module_version("GCC version:  gcc version 15.3.0 (GCC)"), "");
 }
 
 // A cgroup of this test's own under the cpu controller, removed when it goes out of scope: v1
