@@ -77,7 +77,6 @@ MachineInfo machine_info() {
   }
   utsname u{};
   if (uname(&u) == 0) m.os = std::string(u.sysname) + " " + u.release;
-  m.gpu_kernel_driver = nvidia_module_version(io::first_line_or_empty("/proc/driver/nvidia/version"));
   cuda_machine_info(m);
   return m;
 }

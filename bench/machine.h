@@ -21,7 +21,6 @@ struct MachineInfo {
   int gpu_index = -1;              // the device benchmarked (the current one), -1 without
   int gpu_count = 0;               // devices this process sees (CUDA_VISIBLE_DEVICES applies)
   std::string gpu_pci_bus_id;      // "0000:1a:00.0": which of the host's GPUs it was
-  std::string gpu_kernel_driver;   // the NVIDIA kernel module's version (/proc/driver/nvidia/version), "" if unreadable
 };
 
 MachineInfo machine_info();        // host part; gpu fields filled by cuda_machine_info when available

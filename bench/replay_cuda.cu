@@ -17,6 +17,7 @@
 
 #include "bench/machine.h"
 #include "bench/replay.h"
+#include "io/file_util.h"
 #include "nvfp4/cuda.h"
 #include "nvfp4/error.h"
 #include "nvfp4/format.h"
@@ -396,7 +397,8 @@ void cuda_machine_info(MachineInfo& m) {
   m.gpu_count = n;
   m.gpu_pci_bus_id = fmt::format("{:04x}:{:02x}:{:02x}.0", p.pciDomainID, p.pciBusID, p.pciDeviceID);
   m.driver = fmt::format("CUDA driver API {}.{}, runtime {}.{}", drv / 1000, (drv % 1000) / 10, rt / 1000, (rt % 1000) / 10);
-  if (!m.gpu_kernel_driver.empty()) m.driver = m.gpu_kernel_driver + " (" + m.driver + ")";
+  const std::string module = nvidia_module_version(io::first_line_or_empty("/proc/driver/nvidia/version"));
+  if (!module.empty()) m.driver = module + " (" + m.driver + ")";
   m.gpu_mem_bytes = static_cast<double>(p.totalGlobalMem);
 }
 

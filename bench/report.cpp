@@ -19,6 +19,7 @@ nlohmann::json report_envelope(std::vector<std::string> argv) {
     while (std::getline(f, arg, '\0')) argv.push_back(arg);
   }
   const MachineInfo m = machine_info();
+  auto gpu_only = [&m](const auto& v) { return m.gpu.empty() ? nlohmann::json() : nlohmann::json(v); };  // null without a GPU
   nlohmann::json j;
   j["schema"] = kJsonSchema;
   j["tool"] = "nvfp4 0.1.0";
@@ -33,12 +34,12 @@ nlohmann::json report_envelope(std::vector<std::string> argv) {
                   {"mem_total_bytes", m.mem_total_bytes},
                   {"llc_bytes", m.llc_bytes},
                   {"os", m.os},
-                  {"gpu", m.gpu.empty() ? nlohmann::json() : nlohmann::json(m.gpu)},
+                  {"gpu", gpu_only(m.gpu)},
                   {"driver", m.driver.empty() ? nlohmann::json() : nlohmann::json(m.driver)},
-                  {"gpu_mem_bytes", m.gpu.empty() ? nlohmann::json() : nlohmann::json(m.gpu_mem_bytes)},
-                  {"gpu_index", m.gpu.empty() ? nlohmann::json() : nlohmann::json(m.gpu_index)},
+                  {"gpu_mem_bytes", gpu_only(m.gpu_mem_bytes)},
+                  {"gpu_index", gpu_only(m.gpu_index)},
                   {"gpu_count", m.gpu_count},
-                  {"gpu_pci_bus_id", m.gpu.empty() ? nlohmann::json() : nlohmann::json(m.gpu_pci_bus_id)}};
+                  {"gpu_pci_bus_id", gpu_only(m.gpu_pci_bus_id)}};
   return j;
 }
 

@@ -137,6 +137,18 @@ std::string run_shell(const std::string& cmd, int* rc) {
   return out;
 }
 
+// `nvfp4 bench` on one tiny CPU shape, the arguments the CLI tests share.
+const char* const kTinyCpuBench = " bench --backend cpu --shape 1,256,256 --seconds 0 --samples 2 ";
+
+// The `machine` object of a tiny CPU shape run's JSON report; `cmd` starts the CLI with
+// kTinyCpuBench + "--no-dense --json -" (under taskset, in a cgroup, ...). Expects exit 0.
+nlohmann::json cli_machine(const std::string& cmd) {
+  int rc = 0;
+  const std::string out = run_shell(cmd, &rc);
+  EXPECT_EQ(rc, 0) << cmd << "\n" << out;
+  return nlohmann::json::parse(out, nullptr, false)["machine"];
+}
+
 TEST(BenchReport, CliJsonToStdout) {
   const char* cli = std::getenv("NVFP4_CLI");
   ASSERT_TRUE(cli && access(cli, X_OK) == 0) << "NVFP4_CLI must name the built nvfp4 binary";
@@ -166,7 +178,7 @@ TEST(BenchReport, CliShapeRunNoDenseAndNoNvfp4) {
   const char* cli = std::getenv("NVFP4_CLI");
   ASSERT_TRUE(cli && access(cli, X_OK) == 0) << "NVFP4_CLI must name the built nvfp4 binary";
   auto run = [&](const std::string& args, int* rc) {
-    return run_shell(std::string(cli) + " bench --backend cpu --shape 1,256,256 --seconds 0 --samples 2 " + args, rc);
+    return run_shell(std::string(cli) + kTinyCpuBench + args, rc);
   };
   int rc = 0;
   const auto j = nlohmann::json::parse(run("--no-dense --json - 2>/dev/null", &rc));
@@ -188,11 +200,7 @@ TEST(BenchReport, CliThreadsFollowTheAffinityMask) {
   if (rc != 0) GTEST_SKIP() << "no taskset (util-linux) on this host";
   const int first = test::first_allowed_cpu(test::affinity_mask());
   auto machine = [&](const std::string& env) {
-    const std::string out = run_shell(env + " taskset -c " + std::to_string(first) + " " + cli +
-                                          " bench --backend cpu --shape 1,256,256 --seconds 0 --samples 2 --no-dense --json - 2>/dev/null",
-                                      &rc);
-    EXPECT_EQ(rc, 0) << env;
-    return nlohmann::json::parse(out)["machine"];
+    return cli_machine(env + " taskset -c " + std::to_string(first) + " " + cli + kTinyCpuBench + "--no-dense --json - 2>/dev/null");
   };
   // OMP_NUM_THREADS (the oneDNN baseline's team) follows the CPU backend's count unless set.
   const auto one = machine("env -u NVFP4_NUM_THREADS -u OMP_NUM_THREADS");
@@ -285,13 +293,8 @@ TEST(BenchReport, CliThreadsFollowACgroupCpuQuota) {
   const std::string inner = cg.child("inner");
   ASSERT_FALSE(inner.empty()) << "mkdir " << cg.dir() << "/inner";
   auto machine = [&](const std::string& env) {
-    int rc = 0;
-    const std::string out =
-        run_shell("sh -c 'echo $$ > " + inner + "/cgroup.procs && exec " + env + " " + cli +
-                      " bench --backend cpu --shape 1,256,256 --seconds 0 --samples 2 --no-dense --json -' 2>/dev/null",
-                  &rc);
-    EXPECT_EQ(rc, 0) << env << "\n" << out;
-    return nlohmann::json::parse(out, nullptr, false)["machine"];
+    return cli_machine("sh -c 'echo $$ > " + inner + "/cgroup.procs && exec " + env + " " + cli + kTinyCpuBench +
+                       "--no-dense --json -' 2>/dev/null");
   };
   const auto one = machine("env -u NVFP4_NUM_THREADS -u OMP_NUM_THREADS");
   EXPECT_EQ(one["cpus_available"], 1) << one.dump();

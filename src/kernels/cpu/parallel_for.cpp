@@ -210,7 +210,6 @@ int cgroup_quota_cpus() {
 }
 #endif
 
-
 int threads_from_env() {
   if (const char* s = std::getenv("NVFP4_NUM_THREADS")) {
     const int v = std::atoi(s);
