@@ -28,6 +28,15 @@ DEPS=/tmp/nvfp4-deps
 STEPS=("$@")
 [ ${#STEPS[@]} -eq 0 ] && STEPS=(all)
 mkdir -p "$OUT"
+# Only this call's files: on 2026-12-03 a device machine's $OUT still held an earlier call's CPU
+# results (cpu_bench.json of 2026-12-02), which the tarball below would have passed off as this
+# run's. Anything already there is moved to a sibling folder, and the log says so.
+if [ -n "$(ls -A "$OUT" 2>/dev/null)" ]; then
+  EARLIER="${OUT%/}.earlier-$(date +%Y%m%d-%H%M%S)"
+  mkdir -p "$EARLIER" && find "$OUT" -mindepth 1 -maxdepth 1 -exec mv -t "$EARLIER" {} +
+  MOVED_NOTE="moved the files an earlier call left in $OUT to $EARLIER"
+fi
+RUN_START=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 LOG="$OUT/device.log"
 exec > >(tee -a "$LOG") 2>&1
 want() { for s in "${STEPS[@]}"; do [ "$s" = all ] || [ "$s" = "$1" ] && return 0; done; return 1; }
@@ -41,6 +50,7 @@ export NVFP4_DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheade
 # The device copy of the tree has no .git: pass NVFP4_COMMIT=<hash> in the run command.
 export NVFP4_COMMIT=${NVFP4_COMMIT:-$(git -C "$ROOT" rev-parse -q --verify HEAD 2>/dev/null || echo "unknown (no .git; set NVFP4_COMMIT)")}
 nvcc --version | tail -1; cmake --version | head -1; echo "commit $NVFP4_COMMIT driver $NVFP4_DRIVER"
+[ -n "${MOVED_NOTE:-}" ] && echo "$MOVED_NOTE"
 
 say "dependencies"
 if [ -d "$ROOT/.devdeps" ] && ls "$ROOT"/.devdeps/*.deb >/dev/null 2>&1; then
@@ -299,6 +309,17 @@ if [ -n "${NVFP4_EXTRA:-}" ]; then
   say "extra commands (NVFP4_EXTRA)"
   OUT=$OUT CLI=$CLI TB=$TB BB=$BB bash -c "$NVFP4_EXTRA" || STATUS=1
 fi
+# run.json: what this call was (bench/results keeps results with date, GPU, commit and command;
+# the gtest JSONs carry none of them). Written by hand: the device machine may lack python/jq.
+json_str() { local v=${1//\\/\\\\}; v=${v//\"/\\\"}; printf '"%s"' "$v"; }
+{
+  printf '{\n  "schema": "nvfp4-device-run/1",\n'
+  printf '  "date_start": %s,\n  "date_end": %s,\n' "$(json_str "$RUN_START")" "$(json_str "$(date -u +%Y-%m-%dT%H:%M:%SZ)")"
+  printf '  "gpu": %s,\n' "$(json_str "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)")"
+  printf '  "driver": %s,\n  "commit": %s,\n' "$(json_str "${NVFP4_DRIVER:-}")" "$(json_str "$NVFP4_COMMIT")"
+  printf '  "command": %s,\n' "$(json_str "scripts/device_cuda.sh ${STEPS[*]}")"
+  printf '  "prebuilt": %s,\n  "status": %d\n}\n' "$(json_str "${NVFP4_PREBUILT:-built here}")" "$STATUS"
+} > "$OUT/run.json"
 # NVFP4_OUT_TAR=1: pack everything under $OUT into $OUT/device-out.tgz and keep only that: the
 # device tool returns a limited number of files per call (a full run writes ~20; on 2026-12-01 one
 # run's replay JSONs and log did not come back and had to be measured again).
