@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "io/json_util.h"
 #include "nvfp4/error.h"
 
 namespace nvfp4::bench {
@@ -20,7 +21,7 @@ std::int64_t get_int(const nlohmann::json& j, const char* key, const std::string
   }
   const auto& v = j.at(key);
   if (!v.is_number_integer() || v.get<std::int64_t>() <= 0)
-    fail("model", src + ": \"" + key + "\" must be a positive integer, got " + v.dump());
+    fail("model", src + ": \"" + key + "\" must be a positive integer, got " + io::json_excerpt(v));
   return v.get<std::int64_t>();
 }
 
@@ -33,12 +34,7 @@ std::string stem(const std::string& path) {
 }  // namespace
 
 ModelSpec parse_model_json(const std::string& text, const std::string& source) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    fail("model", source + ": not valid JSON (" + e.what() + ")");
-  }
+  nlohmann::json j = io::parse_json(text, "model", source);
   if (!j.is_object()) fail("model", source + ": expected a JSON object");
   // HF multimodal configs (Qwen3.5, ...) nest the language model under text_config.
   if (j.contains("text_config") && j["text_config"].is_object() && !j.contains("hidden_size")) {

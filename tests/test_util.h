@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -15,6 +16,16 @@
 #include "nvfp4/nvfp4.h"
 
 namespace nvfp4::test {
+
+// The nvfp4::Error message fn throws, or "(no error)" when it returns normally.
+inline std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
 
 // Base seed: NVFP4_TEST_SEED overrides (to replay a failure), otherwise fixed.
 inline std::uint64_t base_seed() {

@@ -19,8 +19,9 @@ inline const char* dtype_name(DType t) {
   switch (t) {
     case DType::kF32: return "f32";
     case DType::kF16: return "f16";
-    default: return "bf16";
+    case DType::kBF16: return "bf16";
   }
+  return "unknown";  // a DType cast from an out-of-range integer; the API refuses it
 }
 // Accepts "f32"/"fp32"/"float32", "f16"/"fp16"/"float16", "bf16"/"bfloat16". Throws nvfp4::Error.
 DType dtype_from_name(const std::string& name);

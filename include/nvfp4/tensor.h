@@ -22,8 +22,8 @@ struct Tensor {
   std::vector<std::uint8_t> bytes;  // numel() * dtype_size(dtype)
 
   Tensor() = default;
-  Tensor(DType t, std::vector<std::int64_t> s);  // zero-filled
-  std::int64_t numel() const;
+  Tensor(DType t, std::vector<std::int64_t> s);  // zero-filled; Error if it cannot be allocated
+  std::int64_t numel() const;  // Error on a negative dimension or a count that overflows int64
   void* data() { return bytes.data(); }
   const void* data() const { return bytes.data(); }
   float get(std::int64_t i) const { return load_as_f32(bytes.data(), dtype, i); }

@@ -146,7 +146,7 @@ void run_bench(BenchArgs& a) {
     for (const auto& r : replays) j["replays"].push_back(to_json(r));
     j["shapes"] = nlohmann::json::array();
     for (const auto& r : rows) j["shapes"].push_back(to_json(r));
-    write_text(a.json, j.dump(1) + "\n");
+    write_text(a.json, j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   }
   if (!a.csv.empty()) write_text(a.csv, replays.empty() ? rows_csv(rows) : replays_csv(replays));
   if (!a.plot.empty()) {

@@ -79,7 +79,7 @@ void run_compare(const CompareArgs& c) {
   if (!c.json.empty()) {
     nlohmann::json j = report_envelope();
     j["compare"] = to_json(run, s, workload);
-    write_text(c.json, j.dump(1) + "\n");
+    write_text(c.json, j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   }
   if (!c.csv.empty()) write_text(c.csv, compare_csv(run));
   if (!c.plot.empty()) write_plot(c.plot, ab_svg(run.a_us, run.b_us, s, c.a, c.b, "nvfp4 compare: B / A"));

@@ -4,14 +4,18 @@
 // --dtype); its scale tensors and input scales are dropped; every other tensor is copied
 // byte for byte; config.json loses quantization_config (and MLX's "quantization").
 #include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
 
 #include "cli/commands.h"
+#include "io/file_util.h"
 #include "io/progress.h"
 #include "nvfp4/checkpoint.h"
 #include "nvfp4/error.h"
+#include "nvfp4/format.h"
 #include "nvfp4/ops.h"
 
 namespace nvfp4::cli {
@@ -45,6 +49,7 @@ std::int64_t ct_logical_k(const Checkpoint& c, const std::string& p) {
 void run_dequantize(const DequantizeArgs& a) {
   const DType dt = dtype_from_name(a.dtype);
   const std::uint64_t shard = parse_byte_size(a.shard_size);
+  io::check_output_not_input(a.in, a.out, kOp);
   Checkpoint in(a.in);
   if (in.layout() == Layout::kDense)
     fail(kOp, "'" + a.in + "' has no NVFP4 weights (no modelopt, compressed-tensors or mlx quantized tensors)");
@@ -64,6 +69,18 @@ void run_dequantize(const DequantizeArgs& a) {
   for (const auto& p : prefixes) {
     const QuantizedWeight q = in.quantized(p);
     Tensor t = dequantize(q, dt);
+    // The weights are finite (the reader checked every scale), so an Inf here is an overflow of
+    // the output dtype (f16 ends at 65504): refused rather than written as a "dense" weight.
+    for (std::int64_t i = 0, n = t.numel(); i < n; ++i) {
+      if (std::isfinite(t.get(i))) continue;
+      const std::uint8_t byte = q.packed[static_cast<std::size_t>(i / 2)];
+      const float v = e2m1_times_scale(i % 2 == 0 ? e2m1_low(byte) : e2m1_high(byte),
+                                       q.scales[static_cast<std::size_t>(i / kBlockSize)]) * q.tensor_scale();
+      char value[32];
+      std::snprintf(value, sizeof value, "%.7g", static_cast<double>(v));
+      fail(kOp, "'" + a.in + "': linear '" + p + "' weight [" + std::to_string(i / q.k) + ", " + std::to_string(i % q.k) +
+                    "] = " + value + " is beyond the range of " + dtype_name(dt) + "; use --dtype bf16 or f32");
+    }
     const std::int64_t k = ct_logical_k(in, p);
     if (k > 0 && k < q.k) {
       // Drop the zero padding the producer added to reach a multiple of 16.

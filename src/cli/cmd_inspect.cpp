@@ -120,7 +120,8 @@ void run_inspect(const InspectArgs& a) {
                     {"fp8_linears", c.fp8_prefixes()},
                     {"tensors", tensors},
                     {"quantized", linears}};
-    std::cout << j.dump(2) << "\n";
+    // Paths and tensor names need not be UTF-8 (JSON text must be): invalid bytes become U+FFFD.
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return;
   }
   std::cout << "checkpoint: " << c.path() << "\n"

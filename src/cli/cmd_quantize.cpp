@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "io/file_util.h"
 #include "io/progress.h"
 #include "nvfp4/checkpoint.h"
 #include "nvfp4/error.h"
@@ -79,6 +80,7 @@ void run_quantize(const QuantizeArgs& a) {
   }
   const std::regex not_linear(kNotLinearRegex), lm_head(kLmHeadRegex);
 
+  io::check_output_not_input(a.in, a.out, kOp);
   Checkpoint in(a.in);
   if (in.layout() != Layout::kDense)
     fail(kOp, "'" + a.in + "' is already quantized (" + layout_name(in.layout()) + " layout)");

@@ -67,6 +67,10 @@ int main(int argc, char** argv) {
   } catch (const nvfp4::Error& e) {
     std::fprintf(stderr, "nvfp4: %s\n", e.what());
     return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "nvfp4: %s: out of memory (a tensor or buffer larger than this machine can allocate)\n",
+                 app.get_subcommands().empty() ? "nvfp4" : app.get_subcommands().front()->get_name().c_str());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "nvfp4: error: %s\n", e.what());
     return 1;

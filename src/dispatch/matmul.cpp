@@ -5,6 +5,7 @@
 #include <string>
 
 #include "dispatch/overlap.h"
+#include "format/validate.h"
 #include "kernels/cpu/matmul_cpu.h"
 #include "kernels/cuda/cuda_host.h"
 #include "nvfp4/cuda.h"
@@ -60,8 +61,9 @@ const char* backend_name(Backend b) {
     case Backend::kAuto: return "auto";
     case Backend::kReference: return "reference";
     case Backend::kCpu: return "cpu";
-    default: return "cuda";
+    case Backend::kCuda: return "cuda";
   }
+  return "unknown";
 }
 
 Backend backend_from_name(const std::string& name) {
@@ -84,6 +86,9 @@ void validate_matmul(const char* op, const MatrixView& x, const WeightView& w, c
   if (!w.packed || !w.scales) fail(op, ws + ": null packed or scales pointer");
   if (!std::isfinite(w.tensor_scale))
     fail(op, ws + ": tensor scale " + std::to_string(w.tensor_scale) + " is not finite");
+  const detail::WeightBytes wb = detail::weight_bytes(op, w.n, w.k, ws);
+  detail::check_dtype(op, x.dtype, "activations");
+  detail::check_dtype(op, y.dtype, "output");
   if (x.rows < 0 || x.cols <= 0 || x.stride < x.cols)
     fail(op, "activations " + shape_str(x) + ": need rows >= 0, cols > 0 and stride >= cols");
   if (x.cols > w.k || x.cols <= w.k - kBlockSize)
@@ -96,6 +101,10 @@ void validate_matmul(const char* op, const MatrixView& x, const WeightView& w, c
     fail(op, std::string("output dtype ") + dtype_name(y.dtype) + " differs from activation dtype " +
                  dtype_name(x.dtype));
   if (x.rows > 0 && (!x.data || !y.data)) fail(op, "null activation or output pointer (M=" + std::to_string(x.rows) + ")");
+  // Spans that fit in 64 bits and in the address space: range_of below and the kernels' row
+  // addressing rely on it (a wrapped stride would read row 0 again, silently).
+  detail::view_bytes(op, x, "activations " + shape_str(x));
+  detail::view_bytes(op, y, "output " + shape_str(y));
   const int es = dtype_size(x.dtype);
   if (!aligned(x.data, es) || !aligned(y.data, es))
     fail(op, "activation or output pointer is not aligned to its " + std::to_string(es) + "-byte element");
@@ -106,8 +115,7 @@ void validate_matmul(const char* op, const MatrixView& x, const WeightView& w, c
       fail(op, "output " + shape_str(y) + " overlaps the activations " + shape_str(x) + " (in-place matmul is not supported)");
     const ByteRange ry = range_of(y);
     const auto p = reinterpret_cast<std::uintptr_t>(w.packed), s = reinterpret_cast<std::uintptr_t>(w.scales);
-    const std::uint64_t pb = static_cast<std::uint64_t>(w.n) * (w.k / 2), sb = static_cast<std::uint64_t>(w.n) * (w.k / kBlockSize);
-    if (intersect(ry, {p, p + pb}) || intersect(ry, {s, s + sb}))
+    if (intersect(ry, {p, p + wb.packed}) || intersect(ry, {s, s + wb.scales}))
       fail(op, "output " + shape_str(y) + " overlaps the packed weights or the scales of " + ws);
   }
 }
@@ -118,17 +126,19 @@ void quantized_matmul(const MatrixView& x, const WeightView& w, const MatrixView
   switch (backend) {
     case Backend::kReference: quantized_matmul_ref(x, w, y); return;
     case Backend::kCuda: cuda::quantized_matmul_host(x, w, y); return;
-    default: cpu::quantized_matmul(x, w, y); return;
+    case Backend::kAuto:  // host views: the CPU (device pointers go through cuda::quantized_matmul)
+    case Backend::kCpu: cpu::quantized_matmul(x, w, y); return;
   }
+  fail("quantized_matmul", "unknown Backend value " + std::to_string(static_cast<int>(backend)));
 }
 
 Tensor quantized_matmul(const Tensor& x, const QuantizedWeight& w, Backend backend) {
-  if (x.shape.empty()) fail("quantized_matmul", "activation must have at least one dimension");
+  const char* op = "quantized_matmul";
+  if (x.shape.empty()) fail(op, "activation must have at least one dimension");
+  detail::check_tensor(op, x, "activation tensor");
+  detail::check_quantized_weight(op, w, "weight");
   const std::int64_t k = x.shape.back();
   const std::int64_t m = k == 0 ? 0 : x.numel() / k;
-  if (static_cast<std::int64_t>(w.packed.size()) != w.n * (w.k / 2) ||
-      static_cast<std::int64_t>(w.scales.size()) != w.n * (w.k / kBlockSize))
-    fail("quantized_matmul", "weight buffers do not match N=" + std::to_string(w.n) + " K=" + std::to_string(w.k));
   std::vector<std::int64_t> out_shape(x.shape.begin(), x.shape.end() - 1);
   out_shape.push_back(w.n);
   Tensor y(x.dtype, out_shape);

@@ -1,7 +1,9 @@
 // Small non-inline pieces of the format/dtype/tensor headers.
 #include <algorithm>
 #include <cctype>
+#include <exception>
 
+#include "format/validate.h"
 #include "nvfp4/dtype.h"
 #include "nvfp4/error.h"
 #include "nvfp4/tensor.h"
@@ -22,16 +24,20 @@ DType dtype_from_name(const std::string& name) {
 }
 
 Tensor::Tensor(DType t, std::vector<std::int64_t> s) : dtype(t), shape(std::move(s)) {
-  for (std::int64_t d : shape) {
-    if (d < 0) fail("Tensor", "negative dimension in shape");
+  detail::check_dtype("Tensor", t, "new tensor");
+  const std::int64_t n = detail::checked_numel("Tensor", shape, dtype_size(t), "new tensor");
+  const std::uint64_t nbytes = static_cast<std::uint64_t>(n) * static_cast<std::uint64_t>(dtype_size(t));
+  try {
+    bytes.assign(static_cast<std::size_t>(nbytes), 0);
+  } catch (const std::exception&) {  // std::bad_alloc / std::length_error: say which tensor
+    fail("Tensor", "cannot allocate " + std::to_string(nbytes) + " bytes for a " + dtype_name(t) + " tensor of " +
+                       std::to_string(n) + " elements");
   }
-  bytes.assign(static_cast<std::size_t>(numel()) * dtype_size(t), 0);
 }
 
 std::int64_t Tensor::numel() const {
-  std::int64_t n = 1;
-  for (std::int64_t d : shape) n *= d;
-  return n;
+  // Overflow-checked: a wrapped count would let a shape pass a size check it fails (validate.h).
+  return detail::checked_numel("Tensor", shape, 1, "numel");
 }
 
 float tensor_scale_from_stored(ScaleConvention c, float stored) {
@@ -39,8 +45,9 @@ float tensor_scale_from_stored(ScaleConvention c, float stored) {
     case ScaleConvention::kDequant: return stored;
     case ScaleConvention::kQuant: return 1.0f / stored;
     case ScaleConvention::kAmax: return stored / kE2M1xE4M3Max;
-    default: return 1.0f;
+    case ScaleConvention::kNone: return 1.0f;
   }
+  fail("tensor scale", "unknown ScaleConvention value " + std::to_string(static_cast<int>(c)));
 }
 
 }  // namespace nvfp4

@@ -12,7 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "format/validate.h"
 #include "io/file_util.h"
+#include "io/json_util.h"
 #include "io/layouts.h"
 #include "nvfp4/error.h"
 #include "nvfp4/format.h"
@@ -46,12 +48,7 @@ std::int64_t numel_of(const std::vector<std::int64_t>& s) {
 }
 
 json parse_json_file(const std::string& path) {
-  const std::string text = io::read_text_file(path, kOp);
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    fail(kOp, "'" + path + "' is not valid JSON (" + e.what() + ")");
-  }
+  return io::parse_json(io::read_text_file(path, kOp), kOp, "'" + path + "'");
 }
 
 // A shard name from an index must be a plain file name inside the folder.
@@ -182,16 +179,20 @@ void Checkpoint::Impl::open_folder() {
         for (const auto& s : shards)
           for (const auto& e : s.entries()) total += e.nbytes();
         if (!ts->is_number() || ts->get<double>() != static_cast<double>(total))
-          fail(kOp, "'" + index + "': metadata.total_size " + ts->dump() + " != the shards' tensor bytes " +
+          fail(kOp, "'" + index + "': metadata.total_size " + io::json_excerpt(*ts) + " != the shards' tensor bytes " +
                         std::to_string(total));
       }
     }
   } else {
     std::vector<std::string> files;
     std::error_code ec;
-    for (const auto& de : fs::directory_iterator(path, ec))
-      if (de.is_regular_file() && ends_with(de.path().filename().string(), ".safetensors"))
-        files.push_back(de.path().string());
+    for (const auto& de : fs::directory_iterator(path, ec)) {
+      if (!ends_with(de.path().filename().string(), ".safetensors")) continue;
+      std::error_code se;  // the non-throwing form: a symlink loop gets this reader's message
+      const bool regular = de.is_regular_file(se);
+      if (se) fail(kOp, err("cannot read '" + de.path().string() + "': " + se.message()));
+      if (regular) files.push_back(de.path().string());
+    }
     if (ec) fail(kOp, err("cannot list the folder: " + ec.message()));
     if (files.empty()) fail(kOp, err("folder has no *.safetensors file and no " + std::string(L::kIndexFile)));
     std::sort(files.begin(), files.end());
@@ -200,12 +201,7 @@ void Checkpoint::Impl::open_folder() {
   const std::string cfg = io::join_path(path, L::kConfigFile);
   if (io::is_regular_file(cfg)) {
     config_text = io::read_text_file(cfg, kOp);
-    json c;
-    try {
-      c = json::parse(config_text);
-    } catch (const json::exception& e) {
-      fail(kOp, "'" + cfg + "' is not valid JSON (" + e.what() + ")");
-    }
+    const json c = io::parse_json(config_text, kOp, "'" + cfg + "'");
     if (!c.is_object()) fail(kOp, "'" + cfg + "' is not a JSON object");
   }
 }
@@ -233,7 +229,7 @@ void Checkpoint::Impl::detect_layout() {
 
   // Cross-check config.json: a quant_method that is not this layout's means we would misread.
   if (!config_text.empty()) {
-    const json c = json::parse(config_text);
+    const json c = io::parse_json(config_text, kOp, "config.json");
     auto qc = c.find("quantization_config");
     if (qc != c.end() && qc->is_object()) {
       auto qm = qc->find("quant_method");
@@ -294,15 +290,48 @@ void Checkpoint::Impl::detect_layout() {
         fail(kOp, err("'" + n + "' has no matching '" + L::kModeloptTensorScale +
                       "' and is not an FP8 linear's scale (F8_E4M3 weight, F32 scale per tensor or row): "
                       "a truncated or foreign checkpoint?"));
+      // Checked here, not when the weight is materialized, so that inspect (which reads no
+      // weight) refuses what dequantize would: the scales are N floats at most.
+      const SafetensorsEntry& se = entry(n);
+      const std::uint8_t* sd = file_of(n).data(se);
+      for (std::uint64_t i = 0; i < se.nbytes() / 4; ++i) {
+        float v;
+        std::memcpy(&v, sd + 4 * i, 4);
+        if (!std::isfinite(v) || v < 0.0f)
+          fail(kOp, err("FP8 linear '" + p + "': weight_scale[" + std::to_string(i) + "] = " + std::to_string(v) +
+                        " must be finite and non-negative"));
+      }
       fp8_prefixes.push_back(p);
       for (const std::string& t : {p + L::kModeloptPacked, n, p + L::kModeloptInputScale})
         if (where.count(t)) quantized_tensors.insert(t);
     }
   std::sort(fp8_prefixes.begin(), fp8_prefixes.end());
-  if (layout == Layout::kCompressedTensors)
+  if (layout == Layout::kCompressedTensors) {
     for (const auto& n : names)
       if (ends_with(n, L::kCtTensorScale) && !quantized_tensors.count(n))
         fail(kOp, err("'" + n + "' has no matching '" + L::kCtPacked + "'"));
+    for (const auto& p : prefixes)  // which of the two would a loader take?
+      if (where.count(p + ".weight"))
+        fail(kOp, err("'" + p + "' has both a dense '" + p + ".weight' and a packed '" + p + L::kCtPacked + "'"));
+  }
+  // Every tensor not claimed above is dense and is copied as such (dequantize, quantize). Packed
+  // codes, FP8 values or scales among them mean a linear lost part of itself -- a truncated or
+  // hand-edited file -- and copying them into a "dense" output would be silently wrong.
+  if (layout != Layout::kDense) {
+    std::vector<const char*> scale_names;
+    if (layout == Layout::kModelopt) scale_names = {L::kModeloptScales, L::kModeloptTensorScale};
+    if (layout == Layout::kCompressedTensors) scale_names = {L::kCtScales, L::kCtTensorScale, L::kCtPacked};
+    if (layout == Layout::kMlx) scale_names = {L::kMlxScales, L::kMlxTensorScale};
+    for (const auto& n : names) {
+      if (quantized_tensors.count(n)) continue;
+      const std::string& dt = entry(n).dtype;
+      bool stray = ends_with(n, ".weight") && (dt == "U8" || dt == "U32" || dt == "F8_E4M3");
+      for (const char* sfx : scale_names) stray = stray || ends_with(n, sfx);
+      if (stray)
+        fail(kOp, err("'" + n + "' (" + dt + ") is quantization data of no complete " + layout_name(layout) +
+                      " linear (its packed weight or scales are missing): a truncated or edited checkpoint?"));
+    }
+  }
 }
 
 Checkpoint::Checkpoint(const std::string& path) : impl_(std::make_unique<Impl>()) {
@@ -337,16 +366,14 @@ Tensor Checkpoint::fp8_dense(const std::string& p, DType dt) const {
   const Impl& m = *impl_;
   if (!std::binary_search(m.fp8_prefixes.begin(), m.fp8_prefixes.end(), p))
     fail(kOp, m.err("no FP8 linear '" + p + "'"));
+  detail::check_dtype(kOp, dt, m.err("FP8 linear '" + p + "': output"));
   const RawTensor w = raw(p + L::kModeloptPacked), s = raw(p + L::kModeloptScales);
   const std::int64_t n = w.shape[0], k = w.shape[1];  // N * K bytes: the safetensors reader checked them
   const std::size_t ns = static_cast<std::size_t>(s.nbytes / 4);
   std::vector<float> scale(ns);
-  std::memcpy(scale.data(), s.data, ns * 4);
-  for (float v : scale)
-    if (!std::isfinite(v) || v < 0.0f)
-      fail(kOp, m.err("FP8 linear '" + p + "': weight_scale " + std::to_string(v) +
-                      " must be finite and non-negative"));
+  std::memcpy(scale.data(), s.data, ns * 4);  // finite and non-negative: checked at open
   Tensor t(dt, {n, k});
+  if (n == 0 || k == 0) return t;  // (an [2^62, 0] weight would spin through its empty rows)
   for (std::int64_t r = 0; r < n; ++r) {
     const float sr = scale[ns == 1 ? 0 : static_cast<std::size_t>(r)];
     for (std::int64_t c = 0; c < k; ++c) {
@@ -392,7 +419,11 @@ Tensor Checkpoint::dense(const std::string& name) const {
     fail(kOp, impl_->err("tensor '" + name + "' has dtype " + r.dtype +
                          "; only F32, F16 and BF16 can be read as dense values"));
   t.shape = r.shape;
-  t.bytes.assign(r.data, r.data + r.nbytes);
+  try {
+    t.bytes.assign(r.data, r.data + r.nbytes);
+  } catch (const std::bad_alloc&) {
+    fail(kOp, impl_->err("tensor '" + name + "' (" + std::to_string(r.nbytes) + " bytes) does not fit in memory"));
+  }
   return t;
 }
 
@@ -415,7 +446,7 @@ QuantizedWeight Checkpoint::quantized(const std::string& p) const {
     fail(kOp, m.err(lin + "'" + qn.packed + "' has shape " + shape_str(pk.shape) + "; only 2-D weights are supported"));
   QuantizedWeight w;
   w.n = pk.shape[0];
-  w.k = pk.shape[1] * (mlx ? 8 : 2);
+  w.k = detail::mul_or_fail(kOp, pk.shape[1], mlx ? 8 : 2, m.err(lin + "K of '" + qn.packed + "' " + shape_str(pk.shape)));
   if (w.n == 0 || w.k == 0) fail(kOp, m.err(lin + "'" + qn.packed + "' is empty " + shape_str(pk.shape)));
   if (w.k % kBlockSize != 0)
     fail(kOp, m.err(lin + "K=" + std::to_string(w.k) + " (from '" + qn.packed + "' " + shape_str(pk.shape) +
@@ -477,11 +508,20 @@ struct CheckpointWriter::Impl {
   bool committed = false;
   std::vector<SafetensorsTensor> tensors;
   std::set<std::string> names;
+  std::set<std::string> quantized;  // prefixes given to add_quantized
   std::vector<std::unique_ptr<std::vector<std::uint8_t>>> owned;
 
   void add(SafetensorsTensor t) {
     if (committed) fail(kOp, "writer for '" + out + "' is already committed");
     if (!names.insert(t.name).second) fail(kOp, "writing '" + out + "': tensor '" + t.name + "' added twice");
+    // MLX reads <p>.biases next to a quantized <p> as affine-mode biases, which the reader (and
+    // MLX's nvfp4 mode) refuses: with both, the file would be unreadable. Checked whichever
+    // comes first, before any work is spent on the rest.
+    const std::string base = ends_with(t.name, ".biases") ? t.name.substr(0, t.name.size() - 7) : "";
+    const std::string mate = ends_with(t.name, L::kMlxScales) ? t.name.substr(0, t.name.size() - 7) + ".biases" : "";
+    if (opts.layout == Layout::kMlx && ((!base.empty() && quantized.count(base)) || (!mate.empty() && names.count(mate))))
+      fail(kOp, "writing '" + out + "': '" + (base.empty() ? mate : t.name) +
+                    "' would read as the MLX affine biases of a quantized linear; rename or leave it out");
     const std::uint64_t need = safetensors_nbytes(t.dtype, t.shape, "writing '" + out + "': tensor '" + t.name + "'");
     if (need != t.nbytes)
       fail(kOp, "writing '" + out + "': tensor '" + t.name + "' has " + std::to_string(t.nbytes) +
@@ -599,7 +639,10 @@ void CheckpointWriter::Impl::write_folder() {
     std::error_code ec;
     for (const auto& de : fs::directory_iterator(src, ec)) {
       const std::string f = de.path().filename().string();
-      if (!de.is_regular_file() || f == L::kConfigFile || f == L::kHfQuantConfigFile ||
+      std::error_code se;
+      const bool regular = de.is_regular_file(se);
+      if (se) fail(kOp, "cannot read '" + de.path().string() + "' (a file to copy into '" + out + "'): " + se.message());
+      if (!regular || f == L::kConfigFile || f == L::kHfQuantConfigFile ||
           ends_with(f, ".safetensors.index.json"))
         continue;
       bool side = false;
@@ -628,6 +671,7 @@ CheckpointWriter::~CheckpointWriter() = default;
 void CheckpointWriter::add_raw(const RawTensor& t) { impl_->add({t.name, t.dtype, t.shape, t.data, t.nbytes}); }
 
 void CheckpointWriter::add_dense(const std::string& name, Tensor t) {
+  detail::check_tensor(kOp, t, "writing '" + impl_->out + "': tensor '" + name + "'");
   const char* dt = t.dtype == DType::kF32 ? "F32" : t.dtype == DType::kF16 ? "F16" : "BF16";
   const std::uint64_t n = t.bytes.size();
   impl_->add({name, dt, t.shape, impl_->keep(std::move(t.bytes)), n});
@@ -640,13 +684,17 @@ void CheckpointWriter::add_quantized(const std::string& p, QuantizedWeight w) {
   if (w.convention != convention_of(l) && !mlx_none)
     fail(kOp, "writing '" + impl_->out + "': '" + p + "' has the tensor-scale convention of another layout than " +
                   layout_name(l));
-  if (w.n <= 0 || w.k <= 0 || w.k % kBlockSize != 0 ||
-      w.packed.size() != static_cast<std::size_t>(w.n * w.k / 2) ||
-      w.scales.size() != static_cast<std::size_t>(w.n * w.k / kBlockSize))
-    fail(kOp, "writing '" + impl_->out + "': '" + p + "' has inconsistent sizes (N=" + std::to_string(w.n) +
-                  ", K=" + std::to_string(w.k) + ", packed " + std::to_string(w.packed.size()) + " bytes, scales " +
-                  std::to_string(w.scales.size()) + ")");
+  // What the reader would refuse is refused here, before anything is written: sizes, the
+  // tensor scale's rule and NaN block scales (Checkpoint::quantized).
+  const std::string what = "writing '" + impl_->out + "': '" + p + "'";
+  detail::check_quantized_weight(kOp, w, what);
+  const std::int64_t nan_at = detail::first_nan_scale(w.scales.data(), w.scales.size());
+  if (nan_at >= 0)
+    fail(kOp, what + ": block scale [" + std::to_string(nan_at / (w.k / kBlockSize)) + ", " +
+                  std::to_string(nan_at % (w.k / kBlockSize)) + "] is an E4M3 NaN (byte 0x" +
+                  (w.scales[static_cast<std::size_t>(nan_at)] == 0xFF ? "FF" : "7F") + ")");
   const QuantizedNames qn = quantized_names(l, p);
+  impl_->quantized.insert(p);
   const std::int64_t n = w.n, k = w.k;
   const ScaleConvention convention = w.convention;
   std::vector<std::uint8_t> ts(4);
@@ -672,6 +720,7 @@ std::size_t CheckpointWriter::tensor_count() const { return impl_->tensors.size(
 void CheckpointWriter::commit() {
   if (impl_->committed) fail(kOp, "writer for '" + impl_->out + "' is already committed");
   if (impl_->tensors.empty()) fail(kOp, "writing '" + impl_->out + "': no tensors to write");
+
   if (impl_->single_file) {
     const std::map<std::string, std::string> meta = {
         {"format", impl_->opts.layout == Layout::kMlx ? "mlx" : "pt"}};
@@ -695,7 +744,13 @@ std::uint64_t parse_byte_size(const std::string& text) {
     if (unit == u.first) mult = u.second;
   double v = 0;
   bool ok = !num.empty() && mult > 0 && std::count(num.begin(), num.end(), '.') <= 1 && num != ".";
-  if (ok) v = std::stod(num) * mult;
+  if (ok) {
+    try {
+      v = std::stod(num) * mult;
+    } catch (const std::exception&) {  // std::out_of_range for digits beyond a double's range
+      ok = false;
+    }
+  }
   if (!ok || !(v >= 1) || v > 1.8e19)
     fail("size", "cannot parse size '" + text + "' (examples: 5GB, 500MB, 2GiB, 1000000)");
   return static_cast<std::uint64_t>(v);

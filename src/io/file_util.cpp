@@ -10,7 +10,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "nvfp4/error.h"
 
@@ -66,12 +65,49 @@ bool is_regular_file(const std::string& path) {
 }
 
 std::string read_text_file(const std::string& path, const char* op) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail(op, "cannot open '" + path + "': " + errno_text());
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) fail(op, "cannot read '" + path + "'");
-  return ss.str();
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever; the
+  // fstat below then refuses anything that is not a regular file (FIFOs, /dev/zero, folders).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) fail(op, "cannot open '" + path + "': " + errno_text());
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail(op, "'" + path + "' is not a regular file");
+  }
+  if (static_cast<std::uint64_t>(st.st_size) > kMaxTextFileBytes) {
+    ::close(fd);
+    fail(op, "'" + path + "' is " + std::to_string(st.st_size) + " bytes; a JSON side file may have at most " +
+                 std::to_string(kMaxTextFileBytes));
+  }
+  std::string text(static_cast<std::size_t>(st.st_size), '\0');
+  std::size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t r = ::read(fd, &text[got], text.size() - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      const std::string why = r < 0 ? errno_text() : "the file shrank while it was read";
+      ::close(fd);
+      fail(op, "cannot read '" + path + "': " + why);
+    }
+    got += static_cast<std::size_t>(r);
+  }
+  ::close(fd);
+  return text;
+}
+
+void check_output_not_input(const std::string& in, const std::string& out, const char* op) {
+  namespace fs = std::filesystem;
+  std::error_code e1, e2;
+  const fs::path a = fs::weakly_canonical(in, e1), b = fs::weakly_canonical(out, e2);
+  if (e1 || e2) return;  // the reader or the writer names the real problem
+  std::error_code eq;
+  if (a == b || fs::equivalent(a, b, eq))
+    fail(op, "output '" + out + "' is the input '" + in + "'; write to a new path");
+  if (is_directory(a.string())) {
+    const std::string dir = a.string() + "/";
+    if (b.string().compare(0, dir.size(), dir) == 0)
+      fail(op, "output '" + out + "' lies inside the input folder '" + in + "'; write outside it");
+  }
 }
 
 std::string first_line_or_empty(const std::string& path) {

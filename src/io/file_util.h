@@ -18,9 +18,16 @@ std::string join_path(const std::string& dir, const std::string& name);
 bool path_exists(const std::string& path);
 bool is_directory(const std::string& path);
 bool is_regular_file(const std::string& path);
+// A whole regular file (config.json, an index, a tuning table): Error(op) for anything else
+// (a FIFO, a device such as /dev/zero, a folder) and for files over kMaxTextFileBytes.
+constexpr std::uint64_t kMaxTextFileBytes = std::uint64_t{256} << 20;  // the largest real index is ~1 MB
 std::string read_text_file(const std::string& path, const char* op);
 // The first line of a file, "" if it cannot be read (probes of /proc and /sys that may be absent).
 std::string first_line_or_empty(const std::string& path);
+
+// Refuses (Error(op)) an output that is the input file itself, or lies inside the input folder:
+// the atomic rename would replace the input, or the folder would gain a shard it does not index.
+void check_output_not_input(const std::string& in, const std::string& out, const char* op);
 
 // Write all of [data, data+n) to fd; throws Error(op) naming `path` on failure.
 void write_all(int fd, const void* data, std::uint64_t n, const std::string& path, const char* op);

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "io/file_util.h"
+#include "io/json_util.h"
 #include "nvfp4/error.h"
 
 namespace nvfp4 {
@@ -57,12 +58,7 @@ json parse_header(const std::string& path, const char* text, std::size_t len) {
     }
     return true;
   };
-  json j;
-  try {
-    j = json::parse(text, text + len, cb, /*allow_exceptions=*/true);
-  } catch (const json::exception& e) {
-    bad(path, std::string("header is not valid JSON (") + e.what() + ")");
-  }
+  json j = io::parse_json(std::string(text, len), kOp, "'" + path + "': header", cb);
   if (!duplicate.empty()) bad(path, "header has duplicate key '" + duplicate + "'");
   return j;
 }
@@ -177,14 +173,14 @@ void SafetensorsFile::Impl::open_and_validate() {
     for (const json& d : *sh) {
       // JSON numbers: -1 is number_integer, 1.5 is number_float; only unsigned is a dimension.
       if (!d.is_number_unsigned())
-        bad(path, what + ": shape entry " + d.dump() + " is not a non-negative integer");
+        bad(path, what + ": shape entry " + io::json_excerpt(d) + " is not a non-negative integer");
       const std::uint64_t u = d.get<std::uint64_t>();
-      if (u > static_cast<std::uint64_t>(INT64_MAX)) bad(path, what + ": shape entry " + d.dump() + " is too large");
+      if (u > static_cast<std::uint64_t>(INT64_MAX)) bad(path, what + ": shape entry " + io::json_excerpt(d) + " is too large");
       e.shape.push_back(static_cast<std::int64_t>(u));
     }
     if (!off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() ||
         !(*off)[1].is_number_unsigned())
-      bad(path, what + ": data_offsets " + off->dump() + " is not [begin, end] of non-negative integers");
+      bad(path, what + ": data_offsets " + io::json_excerpt(*off) + " is not [begin, end] of non-negative integers");
     e.begin = (*off)[0].get<std::uint64_t>();
     e.end = (*off)[1].get<std::uint64_t>();
     if (e.begin > e.end)

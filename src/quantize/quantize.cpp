@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "format/validate.h"
 #include "kernels/cpu/parallel_for.h"
 #include "nvfp4/error.h"
 #include "nvfp4/format.h"
@@ -16,6 +17,7 @@ namespace {
 
 // Rows x cols view of a weight: leading dims flattened into rows.
 void weight_dims(const Tensor& w, const std::string& name, std::int64_t* rows, std::int64_t* cols) {
+  detail::check_tensor("quantize", w, "tensor '" + name + "'");
   if (w.shape.size() < 2)
     fail("quantize", "tensor '" + name + "' has " + std::to_string(w.shape.size()) +
                          " dimension(s); a weight needs at least 2 ([N, K])");
@@ -30,8 +32,9 @@ const char* recipe_name(Recipe r) {
   switch (r) {
     case Recipe::kModelopt: return "modelopt";
     case Recipe::kCompressedTensors: return "compressed-tensors";
-    default: return "mlx";
+    case Recipe::kMlx: return "mlx";
   }
+  return "unknown";
 }
 
 Recipe recipe_from_name(const std::string& name) {
@@ -45,8 +48,9 @@ ScaleConvention recipe_convention(Recipe r) {
   switch (r) {
     case Recipe::kModelopt: return ScaleConvention::kDequant;
     case Recipe::kCompressedTensors: return ScaleConvention::kQuant;
-    default: return ScaleConvention::kAmax;
+    case Recipe::kMlx: return ScaleConvention::kAmax;
   }
+  fail("quantize", "unknown Recipe value " + std::to_string(static_cast<int>(r)));
 }
 
 namespace {
@@ -69,6 +73,7 @@ std::int64_t first_flagged(const std::vector<std::int64_t>& per_task) {
 }  // namespace
 
 float weight_amax(const Tensor& w, const std::string& name) {
+  detail::check_tensor("quantize", w, "tensor '" + name + "'");
   const std::int64_t n = w.numel();
   const std::int64_t tasks = (n + kQuantizeTaskElements - 1) / kQuantizeTaskElements;
   std::vector<float> amax(static_cast<std::size_t>(tasks), 0.0f);
@@ -117,13 +122,16 @@ QuantizedWeight quantize_with_amax(const Tensor& w, float amax, const QuantizeOp
   weight_dims(w, opts.name, &rows, &cols);
   if (!(amax >= 0.0f) || !std::isfinite(amax))
     fail("quantize", "tensor '" + opts.name + "': amax " + std::to_string(amax) + " is not a finite non-negative value");
+  if (std::string(recipe_name(opts.recipe)) == "unknown")
+    fail("quantize", "tensor '" + opts.name + "': unknown Recipe value " + std::to_string(static_cast<int>(opts.recipe)));
   QuantizedWeight q;
   q.n = rows;
   q.k = (cols + kBlockSize - 1) / kBlockSize * kBlockSize;  // zero-pad K as modelopt does
   q.convention = convention_for(opts);
   q.stored_scale = q.convention == ScaleConvention::kNone ? 1.0f : stored_scale_for_amax(opts.recipe, amax, w.dtype);
-  q.packed.assign(static_cast<std::size_t>(q.n * q.k / 2), 0);
-  q.scales.assign(static_cast<std::size_t>(q.n * q.k / kBlockSize), 0);
+  const detail::WeightBytes wb = detail::weight_bytes("quantize", q.n, q.k, "tensor '" + opts.name + "'");
+  q.packed.assign(static_cast<std::size_t>(wb.packed), 0);
+  q.scales.assign(static_cast<std::size_t>(wb.scales), 0);
 
   const std::int64_t nblocks = q.k / kBlockSize;
   // Rows in parallel (each block is quantized alone, so the bits do not depend on the threads).
@@ -182,6 +190,8 @@ std::vector<QuantizedWeight> quantize_group(const std::vector<const Tensor*>& we
                                             const std::vector<std::string>& names,
                                             const QuantizeOptions& opts) {
   if (weights.size() != names.size()) fail("quantize_group", "weights and names differ in length");
+  for (std::size_t i = 0; i < weights.size(); ++i)
+    if (!weights[i]) fail("quantize_group", "weight " + std::to_string(i) + " ('" + names[i] + "') is a null pointer");
   float amax = 0.0f;
   for (std::size_t i = 0; i < weights.size(); ++i) amax = std::max(amax, weight_amax(*weights[i], names[i]));
   std::vector<QuantizedWeight> out;

@@ -287,11 +287,29 @@ TEST(Cli, FailuresExitNonZeroAndLeaveNothing) {
                                                  {"b.weight_scale", "F8_E4M3", {16, 2}, bad_sc.data(), bad_sc.size()},
                                                  {"b.weight_scale_2", "F32", {}, &s2, 4}});
 
+  // Cases an audit found on 2026-12-03: an output that is the input (or lies inside the input
+  // folder) replaced it; f16 output overflowed to Inf silently; an MLX file was written that its
+  // own reader refused (a dense <p>.biases beside the quantized <p>).
+  ASSERT_EQ(nvfp4("quantize " + d / "in " + d / "q1.safetensors", d).rc, 0);
+  const float s2_huge = 1e30f;
+  write_safetensors(d / "huge.safetensors", {{"a.weight", "U8", {16, 16}, pk.data(), pk.size()},
+                                             {"a.weight_scale", "F8_E4M3", {16, 2}, sc.data(), sc.size()},
+                                             {"a.weight_scale_2", "F32", {}, &s2_huge, 4}});
+  fs::create_directory(d / "biases");
+  Tensor bias = rand_t(DType::kF32, {16}, rng, 1.0f);
+  write_safetensors(d / "biases/model.safetensors", {{"a.weight", "F32", {16, 32}, a.data(), a.bytes.size()},
+                                                     {"a.biases", "F32", {16}, bias.data(), bias.bytes.size()}});
+
   struct Case {
     std::string args, out, needle;
     int rc;
   };
   const std::vector<Case> cases = {
+      {"dequantize " + d / "q1.safetensors " + d / "q1.safetensors", d / "q1.safetensors", "is the input", 1},
+      {"quantize " + d / "in " + d / "in/inside.safetensors", d / "in/inside.safetensors",
+       "lies inside the input folder", 1},
+      {"dequantize " + d / "huge.safetensors " + d / "o16 --dtype f16", d / "o16", "is beyond the range of f16", 1},
+      {"quantize " + d / "biases " + d / "o17 --format mlx", d / "o17", "would read as the MLX affine biases", 1},
       {"quantize " + d / "missing" + " " + d / "o1", d / "o1", "no such file or folder", 1},
       {"quantize " + d / "trunc.safetensors " + d / "o2", d / "o2", "runs past the end", 1},
       {"quantize " + d / "in " + d / "no/parent/o3", d / "no/parent/o3", "is not an existing directory", 1},
@@ -339,6 +357,15 @@ TEST(Cli, FailuresExitNonZeroAndLeaveNothing) {
     EXPECT_TRUE(test::leftovers(d.path()).empty());
   }
   EXPECT_EQ(test::read_bytes(d / "busy/x"), "x");
+
+  // inspect --json on a path that is not UTF-8 (JSON text must be): the bytes become U+FFFD
+  // instead of the run failing with nlohmann's type_error 316.
+  const std::string odd = d / "odd\xff.safetensors";
+  fs::copy_file(d / "q1.safetensors", odd);
+  const auto r = nvfp4("inspect --json '" + odd + "'", d);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j.at("format"), "modelopt");
 }
 
 // A W4A4 export: inspect says its input scales are not used; dequantize drops them with the

@@ -3,7 +3,9 @@
 // sharding + index, config files, layout detection, and the rejection of inconsistent
 // checkpoints with an Error that leaves no output behind.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -11,6 +13,7 @@
 #include <random>
 
 #include "io/io_test_util.h"
+#include "test_util.h"
 #include "nvfp4/checkpoint.h"
 #include "nvfp4/error.h"
 #include "nvfp4/ops.h"
@@ -31,18 +34,9 @@ Tensor random_weight(std::int64_t n, std::int64_t k, unsigned seed, DType dt = D
   return t;
 }
 
-std::string err_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 #define EXPECT_ERROR_HAS(stmt, text)                                          \
   do {                                                                        \
-    const std::string m_ = err_of([&] { stmt; });                             \
+    const std::string m_ = test::error_of([&] { stmt; });                             \
     EXPECT_NE(m_.find(text), std::string::npos) << "message: " << m_;         \
   } while (0)
 
@@ -240,14 +234,14 @@ TEST(Checkpoint, RejectsInconsistentQuantizedLinears) {
     SCOPED_TRACE(what);
     const std::string p = d / ("c" + std::to_string(i++) + ".safetensors");
     write_raw(p, ts);
-    const std::string m = err_of([&] {
+    const std::string m = test::error_of([&] {
       Checkpoint c(p);
       for (const auto& q : c.quantized_prefixes()) c.quantized(q);
     });
     EXPECT_NE(m.find(what), std::string::npos) << m;
     EXPECT_NE(m.find(p), std::string::npos) << m;
     if (at_open) {
-      EXPECT_NE(err_of([&] { Checkpoint c(p); }), "(no error)");
+      EXPECT_NE(test::error_of([&] { Checkpoint c(p); }), "(no error)");
     }
   };
   check(modelopt_linear("a", 0.01f, 0x7F), "is NaN (byte 0x7F)", false);
@@ -431,6 +425,125 @@ TEST(Checkpoint, FolderIndexValidation) {
   EXPECT_ERROR_HAS(Checkpoint c(f), "says quant_method \"modelopt\"");
   test::write_bytes(f + "/config.json", R"([1])");
   EXPECT_ERROR_HAS(Checkpoint c(f), "is not a JSON object");
+  // Found by an audit on 2026-12-03: a deeply nested index value crashed the error message's
+  // dump() (SIGSEGV), a FIFO as the index hung the reader, /dev/zero grew memory until killed,
+  // and a symlink loop escaped as a std::filesystem error without the reader's name.
+  f = mk("deep_total");
+  index(f, R"({"metadata": {"total_size": )" + std::string(200000, '[') + std::string(200000, ']') +
+               R"(}, "weight_map": {"a": "s1.safetensors", "b": "s2.safetensors"}})");
+  EXPECT_ERROR_HAS(Checkpoint c(f), "nests deeper than 64 levels");
+  f = mk("deep_config");
+  test::write_bytes(f + "/config.json", "{\"x\":" + std::string(100000, '[') + std::string(100000, ']') + "}");
+  EXPECT_ERROR_HAS(Checkpoint c(f), "nests deeper than 64 levels");
+  f = mk("fifo");
+  ASSERT_EQ(::mkfifo((f + "/model.safetensors.index.json").c_str(), 0600), 0);
+  EXPECT_ERROR_HAS(Checkpoint c(f), "is not a regular file");
+  f = mk("devzero");
+  std::filesystem::create_symlink("/dev/zero", f + "/model.safetensors.index.json");
+  EXPECT_ERROR_HAS(Checkpoint c(f), "is not a regular file");
+  f = mk("loop");
+  std::filesystem::create_symlink("loop.safetensors", f + "/loop.safetensors");
+  EXPECT_ERROR_HAS(Checkpoint c(f), "cannot read '" + f + "/loop.safetensors'");
+}
+
+// Tensors that belong to a quantized linear whose other parts are missing used to be copied as
+// if dense: `nvfp4 dequantize` wrote a "dense" checkpoint holding packed codes or FP8 scales.
+// Each is refused at open, naming the tensor (audit of 2026-12-03).
+TEST(Checkpoint, RejectsQuantizationDataOfNoCompleteLinear) {
+  TempDir d;
+  int i = 0;
+  auto check = [&](std::vector<T> ts, const std::string& what) {
+    SCOPED_TRACE(what);
+    const std::string p = d / ("s" + std::to_string(i++) + ".safetensors");
+    write_raw(p, ts);
+    EXPECT_ERROR_HAS(Checkpoint c(p), what);
+  };
+  auto mo = modelopt_linear("a");
+  mo.push_back({"b.weight", "U8", {2, 8}, std::vector<std::uint8_t>(16)});  // b lost both scales
+  check(mo, "'b.weight' (U8) is quantization data of no complete modelopt linear");
+  const std::vector<T> ct = {{"a.weight_packed", "U8", {2, 8}, std::vector<std::uint8_t>(16)},
+                             {"a.weight_scale", "F8_E4M3", {2, 1}, {0x38, 0x38}},
+                             {"a.weight_global_scale", "F32", {1}, f32_bytes(1.0f)}};
+  auto ct_orphan = ct;
+  ct_orphan.push_back({"b.weight_scale", "F8_E4M3", {2, 1}, {0x38, 0x38}});  // b lost its packed codes
+  check(ct_orphan, "'b.weight_scale' (F8_E4M3) is quantization data of no complete compressed-tensors linear");
+  auto ct_both = ct;
+  ct_both.push_back({"a.weight", "BF16", {2, 16}, std::vector<std::uint8_t>(64)});
+  check(ct_both, "'a' has both a dense 'a.weight' and a packed 'a.weight_packed'");
+  const std::vector<T> mlx = {{"a.weight", "U32", {2, 2}, std::vector<std::uint8_t>(16)},
+                              {"a.scales", "U8", {2, 1}, {0x38, 0x38}}};
+  auto mlx_orphan = mlx;
+  mlx_orphan.push_back({"b.weight", "U32", {2, 2}, std::vector<std::uint8_t>(16)});  // b lost its scales
+  check(mlx_orphan, "'b.weight' (U32) is quantization data of no complete mlx linear");
+  mlx_orphan = mlx;
+  mlx_orphan.push_back({"c.global_scale", "F32", {}, f32_bytes(1.0f)});
+  check(mlx_orphan, "'c.global_scale' (F32) is quantization data");
+  // An FP8 linear's scale is checked at open, so inspect (which reads no weight) refuses it too.
+  auto fp8 = modelopt_linear("a");
+  fp8.push_back({"f.weight", "F8_E4M3", {2, 16}, std::vector<std::uint8_t>(32, 0x38)});
+  fp8.push_back({"f.weight_scale", "F32", {}, f32_bytes(-1.0f)});
+  check(fp8, "FP8 linear 'f': weight_scale[0] = -1.000000 must be finite and non-negative");
+  // An empty FP8 weight of 2^62 rows: its empty rows were walked one by one (a hang).
+  fp8 = modelopt_linear("a");
+  fp8.push_back({"f.weight", "F8_E4M3", {std::int64_t{1} << 62, 0}, {}});
+  fp8.push_back({"f.weight_scale", "F32", {}, f32_bytes(1.0f)});
+  const std::string p = d / "fp8_empty.safetensors";
+  write_raw(p, fp8);
+  EXPECT_EQ(Checkpoint(p).fp8_dense("f", DType::kBF16).numel(), 0);
+}
+
+// The writer refuses what its reader would refuse, before writing anything (audit 2026-12-03:
+// a NaN tensor scale or a NaN block scale was written, then the file could not be read back),
+// and an MLX file where a dense <p>.biases sits next to the quantized <p> (MLX reads it as
+// affine-mode biases).
+TEST(Checkpoint, WriterRefusesWhatTheReaderWould) {
+  TempDir d;
+  QuantizedWeight q = quantize(random_weight(4, 32, 21), QuantizeOptions{});
+  auto refused = [&](const QuantizedWeight& w, const std::string& what) {
+    SCOPED_TRACE(what);
+    const std::string out = d / "w.safetensors";
+    WriterOptions mo_layout;
+    mo_layout.layout = Layout::kModelopt;
+    EXPECT_ERROR_HAS(
+        {
+          CheckpointWriter wr(out, mo_layout);
+          wr.add_quantized("a", w);
+          wr.commit();
+        },
+        what);
+    EXPECT_FALSE(std::filesystem::exists(out));
+  };
+  QuantizedWeight bad = q;
+  bad.stored_scale = NAN;
+  refused(bad, "must be finite and non-negative");
+  bad = q;
+  bad.scales[5] = 0x7F;
+  refused(bad, "block scale [2, 1] is an E4M3 NaN (byte 0x7F)");
+  bad = q;
+  bad.packed.pop_back();
+  refused(bad, "buffers hold");
+
+  QuantizeOptions mo;
+  mo.recipe = Recipe::kMlx;
+  const QuantizedWeight m = quantize(random_weight(4, 32, 22), mo);
+  WriterOptions wo;
+  wo.layout = Layout::kMlx;
+  const std::string out = d / "m.safetensors";
+  EXPECT_ERROR_HAS(
+      {
+        CheckpointWriter wr(out, wo);
+        wr.add_dense("a.biases", random_weight(4, 1, 23));
+        wr.add_quantized("a", m);
+      },
+      "'a.biases' would read as the MLX affine biases");
+  EXPECT_ERROR_HAS(
+      {
+        CheckpointWriter wr(out, wo);
+        wr.add_quantized("a", m);
+        wr.add_dense("a.biases", random_weight(4, 1, 23));
+      },
+      "'a.biases' would read as the MLX affine biases");
+  EXPECT_FALSE(std::filesystem::exists(out));
 }
 
 TEST(Checkpoint, WriterIsAtomic) {

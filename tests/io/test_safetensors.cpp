@@ -101,6 +101,21 @@ std::vector<Bad> malformed_corpus() {
       {"trailing garbage", st_file("{} x", ""), "not valid JSON"},
       {"nul padding", st_file(std::string("{}\0\0", 4), ""), "not valid JSON"},
       {"invalid UTF-8", st_file("{\"a\xff\":{}}", ""), "not valid JSON"},
+      // 200 000 nested brackets: parsed fine, then the error message's dump() recursed until
+      // the stack overflowed (SIGSEGV; an audit on 2026-12-03). Now refused while parsing.
+      {"deep nesting in a shape",
+       st_file(R"({"a":{"dtype":"F32","shape":[)" + std::string(200000, '[') + std::string(200000, ']') +
+                   R"(],"data_offsets":[0,0]}})",
+               ""),
+       "nests deeper than 64 levels"},
+      {"deep nesting in offsets",
+       st_file(R"({"a":{"dtype":"F32","shape":[0],"data_offsets":)" + std::string(200000, '[') +
+                   std::string(200000, ']') + "}}",
+               ""),
+       "nests deeper than 64 levels"},
+      {"shape entry quoted at length",
+       st_file(R"({"a":{"dtype":"F32","shape":[")" + std::string(100000, 'x') + R"("],"data_offsets":[0,0]}})", ""),
+       "xxx..."},
       {"entry not object", st_file(R"({"a":5})", ""), "is not a JSON object"},
       {"missing dtype", st_file(R"({"a":{"shape":[2],"data_offsets":[0,8]}})", eight), "has no dtype"},
       {"missing shape", st_file(R"({"a":{"dtype":"F32","data_offsets":[0,8]}})", eight), "has no shape"},

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "dispatch/overlap.h"
+#include "format/validate.h"
 #include "kernels/cpu/kernels_cpu.h"
 #include "kernels/cpu/matmul_cpu.h"
 #include "nvfp4/cpu.h"
@@ -47,8 +48,8 @@ void repack_for_gemv_cpu(const WeightView& w, std::uint8_t* packed_out) {
   if (w.n <= 0) fail(op, shape + ": N must be positive");
   if (!w.packed || !w.scales) fail(op, shape + ": null canonical packed or scales pointer");
   if (!packed_out) fail(op, shape + ": null output pointer");
-  const std::uint64_t pb = static_cast<std::uint64_t>(w.n) * static_cast<std::uint64_t>(w.k / 2);
-  const std::uint64_t sb = static_cast<std::uint64_t>(w.n) * static_cast<std::uint64_t>(w.k / kBlockSize);
+  const detail::WeightBytes wb = detail::weight_bytes(op, w.n, w.k, shape);  // overflow-checked
+  const std::uint64_t pb = wb.packed, sb = wb.scales;
   // In place would need a per-chunk buffer; the repack is a one-time step, so a separate output
   // keeps it a plain copy. Overlapping the scales would corrupt what the repacked view reads.
   if (byte_spans_overlap(packed_out, pb, w.packed, pb) || byte_spans_overlap(packed_out, pb, w.scales, sb))

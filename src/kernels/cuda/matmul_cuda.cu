@@ -21,7 +21,6 @@
 #include <mutex>
 #include <string>
 
-#include "dispatch/overlap.h"
 #include "kernels/cuda/cuda_host.h"
 #include "kernels/cuda/gemm_nvfp4_cublas.h"
 #include "kernels/cuda/gemm_nvfp4_sm90_repacked.h"
@@ -413,18 +412,12 @@ void repack_for_gemv_sm90(const WeightView& w, std::uint8_t* packed_out, std::ui
                           RepackedCodes codes) {
   const char* op = "cuda::repack_for_gemv_sm90";
   const std::string shape = "N=" + std::to_string(w.n) + " K=" + std::to_string(w.k);
-  repack::require_known_codes(op, codes, shape);
-  if (!repack_for_gemv_sm90_supported(w.n, w.k)) fail(op, "needs N % 16 == 0 and K % 128 == 0 (got " + shape + ")");
+  repack::check_repack_arguments(op, w, packed_out, scales_out, codes, shape);
   require_available(op, shape);
   require_device_pointers(op, shape, {{w.packed, "packed"}, {w.scales, "scales"}, {packed_out, "packed output"},
                                      {scales_out, "scales output"}});
   if (reinterpret_cast<std::uintptr_t>(packed_out) % 16 != 0 || reinterpret_cast<std::uintptr_t>(scales_out) % 4 != 0)
     fail(op, "outputs must be 16-byte (packed) and 4-byte (scales) aligned (" + shape + ")");
-  const std::size_t pb = static_cast<std::size_t>(w.n) * (w.k / 2), sb = static_cast<std::size_t>(w.n) * (w.k / 16);
-  const auto overlap = byte_spans_overlap;
-  if (overlap(packed_out, pb, w.packed, pb) || overlap(packed_out, pb, w.scales, sb) || overlap(scales_out, sb, w.packed, pb) ||
-      overlap(scales_out, sb, w.scales, sb) || overlap(packed_out, pb, scales_out, sb))
-    fail(op, "outputs must not overlap the inputs or each other (" + shape + ")");
   check(repack_nvfp4_sm90(w.packed, w.scales, w.n, w.k, codes == RepackedCodes::fp16, packed_out, scales_out,
                           static_cast<cudaStream_t>(stream_v)), op,
         "kernel launch for " + shape);

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <string>
 
+#include "dispatch/overlap.h"
+#include "format/validate.h"
 #include "nvfp4/cuda.h"
 #include "nvfp4/error.h"
 
@@ -17,12 +19,23 @@ void repack::require_known_codes(const char* op, RepackedCodes codes, const std:
     fail(op, "unknown RepackedCodes value " + std::to_string(static_cast<int>(codes)) + " (" + shape + ")");
 }
 
+void repack::check_repack_arguments(const char* op, const WeightView& w, const void* packed_out, const void* scales_out,
+                                    RepackedCodes codes, const std::string& shape) {
+  require_known_codes(op, codes, shape);
+  if (!shape_ok(w.n, w.k)) fail(op, "needs N % 16 == 0 and K % 128 == 0 (got " + shape + ")");
+  if (!w.packed || !w.scales || !packed_out || !scales_out) fail(op, "null pointer (" + shape + ")");
+  const detail::WeightBytes b = detail::weight_bytes(op, w.n, w.k, shape);
+  const auto overlap = byte_spans_overlap;
+  if (overlap(packed_out, b.packed, w.packed, b.packed) || overlap(packed_out, b.packed, w.scales, b.scales) ||
+      overlap(scales_out, b.scales, w.packed, b.packed) || overlap(scales_out, b.scales, w.scales, b.scales) ||
+      overlap(packed_out, b.packed, scales_out, b.scales))
+    fail(op, "outputs must not overlap the inputs or each other (" + shape + ")");
+}
+
 void repack_for_gemv_sm90_ref(const WeightView& w, std::uint8_t* packed_out, std::uint8_t* scales_out, RepackedCodes codes) {
   const char* op = "cuda::repack_for_gemv_sm90_ref";
   const std::string shape = "N=" + std::to_string(w.n) + " K=" + std::to_string(w.k);
-  if (!repack::shape_ok(w.n, w.k)) fail(op, "needs N % 16 == 0 and K % 128 == 0 (got " + shape + ")");
-  if (!w.packed || !w.scales || !packed_out || !scales_out) fail(op, "null pointer (" + shape + ")");
-  repack::require_known_codes(op, codes, shape);
+  repack::check_repack_arguments(op, w, packed_out, scales_out, codes, shape);
   const std::int64_t tiles = w.n / 16, chunks = w.k / 64;
   for (std::int64_t tl = 0; tl < tiles; ++tl)
     for (std::int64_t c = 0; c < chunks; ++c)

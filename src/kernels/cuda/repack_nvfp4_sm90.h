@@ -77,6 +77,12 @@ inline bool shape_ok(std::int64_t n, std::int64_t k) { return n > 0 && k > 0 && 
 // Throws (nvfp4::Error naming `op` and `shape`) unless `codes` is a placement this layout defines.
 void require_known_codes(const char* op, RepackedCodes codes, const std::string& shape);
 
+// The arguments both repacks (host reference and device) share: the shape rule, no null pointer,
+// a known code placement, and outputs that overlap neither the inputs nor each other (an in-place
+// repack would read bytes it already rewrote). The sizes are overflow-checked.
+void check_repack_arguments(const char* op, const WeightView& w, const void* packed_out, const void* scales_out,
+                            RepackedCodes codes, const std::string& shape);
+
 // Bit position p (0..31) inside register r (0..3) of a decoded word: p = 16*h + b with b the
 // nibble bit's place in a half (nibble_bit_pos). Its source bit in q, for bf16 codes
 // (b in {6,7,8,15}) or fp16 codes (f16: b in {9,10,11,15}):

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/json_util.h"
 #include "nvfp4/error.h"
 
 namespace nvfp4::cuda {
@@ -270,17 +271,12 @@ std::string gemv_table_to_json(const std::vector<GemvTableEntry>& entries, const
     if (e.early) o["launch"] = "early";
     j["entries"].push_back(o);
   }
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::vector<GemvTableEntry> gemv_table_from_json(const std::string& text, const std::string& what) {
   const char* op = "cuda tuning";
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const std::exception& e) {
-    fail(op, "'" + what + "' is not valid JSON: " + e.what());
-  }
+  nlohmann::json j = io::parse_json(text, op, "'" + what + "'");
   if (!j.is_object() || !j.contains("entries") || !j["entries"].is_array())
     fail(op, "'" + what + "' has no \"entries\" array");
   std::vector<GemvTableEntry> out;
