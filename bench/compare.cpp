@@ -226,7 +226,7 @@ int serve_replay(const ReplayOptions& o0, bool dense, std::istream& in, std::ost
     if (line == "quit") break;
     int reps = 0;
     if (std::sscanf(line.c_str(), "run %d", &reps) != 1 || reps < 1) {
-      out << nlohmann::json{{"error", "expected 'run R' or 'quit', got '" + line + "'"}}.dump() << std::endl;
+      out << nlohmann::json{{"error", "expected 'run R' or 'quit', got '" + line + "'"}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
       continue;
     }
     std::vector<double> us;
