@@ -343,7 +343,7 @@ Checkpoint::Checkpoint(const std::string& path) : impl_(std::make_unique<Impl>()
   } else if (io::is_regular_file(path)) {
     m.add_shard(path);
   } else {
-    fail(kOp, "'" + path + "': no such file or folder");
+    fail(kOp, "'" + path + "': " + (io::path_exists(path) ? "not a regular file or a folder" : "no such file or folder"));
   }
   for (const auto& [n, i] : m.where) m.names.push_back(n);
   m.detect_layout();

@@ -110,11 +110,15 @@ float weight_amax(const Tensor& w, const std::string& name) {
 }
 
 float stored_scale_for_amax(Recipe r, float amax, DType src) {
+  if (!(amax >= 0.0f) || !std::isfinite(amax))
+    fail("quantize", "amax " + std::to_string(amax) + " is not a finite non-negative value (stored_scale_for_amax, " +
+                         recipe_name(r) + ")");
   switch (r) {
     case Recipe::kModelopt: return recipes::modelopt_stored_scale(amax);
     case Recipe::kCompressedTensors: return recipes::ct_stored_scale(amax, src);
-    default: return amax;  // MLX global_scale is the amax itself
+    case Recipe::kMlx: return amax;  // MLX global_scale is the amax itself
   }
+  fail("quantize", "unknown Recipe value " + std::to_string(static_cast<int>(r)));
 }
 
 QuantizedWeight quantize_with_amax(const Tensor& w, float amax, const QuantizeOptions& opts) {

@@ -181,6 +181,8 @@ TEST(ApiValidation, OutOfRangeEnumsAreRefused) {
 TEST(ApiValidation, SmallerEntryPoints) {
   // quantize_group with a null weight pointer: was a null dereference.
   EXPECT_ERROR(quantize_group({nullptr}, {"a"}, {}), "quantize_group", "weight 0 ('a') is a null pointer");
+  // stored_scale_for_amax returned NaN for a NaN amax.
+  EXPECT_ERROR(stored_scale_for_amax(Recipe::kModelopt, NAN), "quantize", "not a finite non-negative value");
   // parse_byte_size with more digits than a double holds: was std::out_of_range from stod.
   EXPECT_ERROR(parse_byte_size(std::string(400, '9')), "size", "cannot parse size");
   // The host reference repack in place (an output over its input) gave wrong bytes silently;

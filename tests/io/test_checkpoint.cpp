@@ -419,6 +419,7 @@ TEST(Checkpoint, FolderIndexValidation) {
   std::filesystem::create_directory(d / "empty");
   EXPECT_ERROR_HAS(Checkpoint c(d / "empty"), "no *.safetensors file");
   EXPECT_ERROR_HAS(Checkpoint c(d / "nothing"), "no such file or folder");
+  EXPECT_ERROR_HAS(Checkpoint c("/dev/zero"), "not a regular file or a folder");
   // config.json that contradicts the tensors.
   f = mk("cfg");
   test::write_bytes(f + "/config.json", R"({"quantization_config": {"quant_method": "modelopt"}})");
