@@ -37,7 +37,8 @@ Tensor::Tensor(DType t, std::vector<std::int64_t> s) : dtype(t), shape(std::move
 
 std::int64_t Tensor::numel() const {
   // Overflow-checked: a wrapped count would let a shape pass a size check it fails (validate.h).
-  return detail::checked_numel("Tensor", shape, 1, "numel");
+  static const std::string kWhat = "numel";
+  return detail::checked_numel("Tensor", shape, 1, kWhat);
 }
 
 float tensor_scale_from_stored(ScaleConvention c, float stored) {

@@ -22,19 +22,27 @@ void check_dtype(const char* op, DType t, const std::string& what) {
     fail(op, what + ": unknown DType value " + std::to_string(static_cast<int>(t)) + " (expected f32, f16 or bf16)");
 }
 
-std::int64_t checked_numel(const char* op, const std::vector<std::int64_t>& shape, int elem_bytes,
-                           const std::string& what) {
+namespace {
+std::string shape_text(const std::vector<std::int64_t>& shape) {
   std::string s = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  s += "]";
+  return s + "]";
+}
+}  // namespace
+
+std::int64_t checked_numel(const char* op, const std::vector<std::int64_t>& shape, int elem_bytes,
+                           const std::string& what) {
+  // Called by Tensor::numel(), which loops may call per element: nothing is formatted unless
+  // the shape is bad.
   std::int64_t n = 1;
   for (std::int64_t d : shape) {
-    if (d < 0) fail(op, what + ": shape " + s + " has a negative dimension");
-    if (__builtin_mul_overflow(n, d, &n)) fail(op, what + ": shape " + s + " has more elements than fit in 64 bits");
+    if (d < 0) fail(op, what + ": shape " + shape_text(shape) + " has a negative dimension");
+    if (__builtin_mul_overflow(n, d, &n))
+      fail(op, what + ": shape " + shape_text(shape) + " has more elements than fit in 64 bits");
   }
   std::int64_t bytes = 0;
   if (__builtin_mul_overflow(n, static_cast<std::int64_t>(elem_bytes), &bytes))
-    fail(op, what + ": shape " + s + " needs more bytes than fit in 64 bits");
+    fail(op, what + ": shape " + shape_text(shape) + " needs more bytes than fit in 64 bits");
   return n;
 }
 
