@@ -119,8 +119,10 @@ std::string ProcessSampler::read_line() {
     int status = 0;
     waitpid(pid_, &status, 0);
     pid_ = -1;
-    fail("compare", fmt::format("variant '{}': child exited (status {}) before answering; its stderr says why",
-                                variant_, WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+    const std::string how = WIFEXITED(status)     ? fmt::format("exited with status {}", WEXITSTATUS(status))
+                            : WIFSIGNALED(status) ? fmt::format("was killed by signal {}", WTERMSIG(status))
+                                                  : std::string("stopped");
+    fail("compare", fmt::format("variant '{}': the child {} before answering; its stderr says why", variant_, how));
   }
   return line;
 }
@@ -212,6 +214,7 @@ CompareRun run_processes(const SamplerFactory& make_a, const SamplerFactory& mak
 int serve_replay(const ReplayOptions& o0, bool dense, std::istream& in, std::ostream& out) {
   ReplayOptions o = o0;
   if (o.plan.layers <= 0) o.plan.layers = o.model.layers;
+  check_replay_options(o);
   const auto ls = replay_linears(o);
   if (o.backend == "cpu") check_replay_fits(o, ls, mem_available_bytes(), "this host (MemAvailable)");
   else check_replay_fits(o, ls, cuda_mem_free_bytes(), "the GPU (cudaMemGetInfo free)");

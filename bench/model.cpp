@@ -3,18 +3,24 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "io/file_util.h"
 #include "io/json_util.h"
 #include "nvfp4/error.h"
 
 namespace nvfp4::bench {
 namespace {
 
+// Upper bounds far above any real model (the largest have ~130 layers, 2^18 vocabularies, 2^15
+// hidden sizes) and low enough that every product the replay forms (N * K of a linear, layer
+// counts times linears) stays far inside int64: a file with 10^9 layers used to build a
+// 7 * 10^9-entry linear list (17 GB) before any check, and heads * head_dim could wrap to 0.
+constexpr std::int64_t kMaxLayers = 1024;
+constexpr std::int64_t kMaxDim = std::int64_t{1} << 22;
+
 std::int64_t get_int(const nlohmann::json& j, const char* key, const std::string& src, bool required,
-                     std::int64_t def = 0) {
+                     std::int64_t def = 0, std::int64_t max = kMaxDim) {
   if (!j.contains(key)) {
     if (required) fail("model", src + ": missing key \"" + key + "\"");
     return def;
@@ -22,6 +28,9 @@ std::int64_t get_int(const nlohmann::json& j, const char* key, const std::string
   const auto& v = j.at(key);
   if (!v.is_number_integer() || v.get<std::int64_t>() <= 0)
     fail("model", src + ": \"" + key + "\" must be a positive integer, got " + io::json_excerpt(v));
+  if (v.get<std::int64_t>() > max)
+    fail("model", src + ": \"" + key + "\" = " + std::to_string(v.get<std::int64_t>()) + " exceeds " +
+                      std::to_string(max) + " (far above any real model: a typo?)");
   return v.get<std::int64_t>();
 }
 
@@ -51,7 +60,7 @@ ModelSpec parse_model_json(const std::string& text, const std::string& source) {
   m.intermediate = get_int(j, "intermediate_size", source, true);
   m.heads = get_int(j, "num_attention_heads", source, true);
   m.kv_heads = get_int(j, "num_key_value_heads", source, false, m.heads);
-  m.layers = get_int(j, "num_hidden_layers", source, true);
+  m.layers = get_int(j, "num_hidden_layers", source, true, 0, kMaxLayers);
   m.vocab = get_int(j, "vocab_size", source, true);
   if (j.contains("head_dim") && !j["head_dim"].is_null()) {
     m.head_dim = get_int(j, "head_dim", source, true);
@@ -65,6 +74,10 @@ ModelSpec parse_model_json(const std::string& text, const std::string& source) {
     if (!j["tie_word_embeddings"].is_boolean()) fail("model", source + ": \"tie_word_embeddings\" must be true or false");
     m.tied_embeddings = j["tie_word_embeddings"].get<bool>();
   }
+  for (auto [key, v] : {std::pair<const char*, std::int64_t>{"num_attention_heads*head_dim", m.heads * m.head_dim},
+                        {"num_key_value_heads*head_dim", m.kv_heads * m.head_dim}})
+    if (v > kMaxDim)  // each factor is <= 2^22, so the product is exact
+      fail("model", source + ": " + key + " = " + std::to_string(v) + " exceeds " + std::to_string(kMaxDim));
   // NVFP4 blocks run along K: every K (hidden, heads*head_dim, intermediate) must be a multiple of 16.
   for (auto [key, v] : {std::pair<const char*, std::int64_t>{"hidden_size", m.hidden},
                         {"intermediate_size", m.intermediate},
@@ -89,15 +102,13 @@ ModelSpec load_model(const std::string& name_or_path) {
       return m;
     }
   }
-  std::ifstream f(name_or_path);
-  if (!f) {
+  if (!io::path_exists(name_or_path)) {
     std::string list;
     for (const auto& n : builtin_model_names()) list += (list.empty() ? "" : ", ") + n;
     fail("model", "'" + name_or_path + "' is neither a built-in model (" + list + ") nor a readable JSON file");
   }
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_model_json(ss.str(), name_or_path);
+  // A regular file only (a FIFO would block the read forever, a folder is not JSON).
+  return parse_model_json(io::read_text_file(name_or_path, "model"), name_or_path);
 }
 
 std::vector<Linear> model_linears(const ModelSpec& m, const LinearPlan& plan) {

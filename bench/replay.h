@@ -142,6 +142,10 @@ double cuda_l2_bytes();
 void sample_engine(ReplayEngine& e, const ReplayOptions& o, const ReplayResult& r, ReplayVariant& v,
                    const std::string& label);
 
+// The option checks every entry point runs first (run_replay, serve_replay): prompt, batch in
+// [1, 4096] (a negative batch reached the engines and crashed a compare child), backend.
+void check_replay_options(const ReplayOptions& o);
+
 // Full replay: fits check, ceiling, nvfp4 then dense (sequentially: only one set of weights is
 // resident at a time), each validated then timed.
 ReplayResult run_replay(ReplayOptions o);

@@ -138,12 +138,16 @@ void sample_engine(ReplayEngine& e, const ReplayOptions& o, const ReplayResult& 
   v.pct_ceiling = r.ceiling_gbps > 0 ? 100.0 * v.gbps / r.ceiling_gbps : 0;
 }
 
-ReplayResult run_replay(ReplayOptions o) {
-  if (o.plan.layers <= 0) o.plan.layers = o.model.layers;
-  if (!o.custom_linears.empty()) o.plan.layers = o.model.layers;  // shapes: nothing to scale
+void check_replay_options(const ReplayOptions& o) {
   if (o.mode == ReplayMode::kPrefill && o.prompt < 1) fail("bench", fmt::format("prompt length P={} must be >= 1", o.prompt));
   if (o.batch < 1 || o.batch > 4096) fail("bench", fmt::format("decode batch B={} must be in [1, 4096]", o.batch));
   if (o.backend != "cpu" && o.backend != "cuda") fail("bench", "replay backend '" + o.backend + "' (expected cpu or cuda)");
+}
+
+ReplayResult run_replay(ReplayOptions o) {
+  if (o.plan.layers <= 0) o.plan.layers = o.model.layers;
+  if (!o.custom_linears.empty()) o.plan.layers = o.model.layers;  // shapes: nothing to scale
+  check_replay_options(o);
   ReplayResult r;
   r.linears = replay_linears(o);
   r.tokens = o.mode == ReplayMode::kDecode ? o.batch : o.prompt;

@@ -3,12 +3,20 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 
 #include "bench/machine.h"
+#include "io/file_util.h"
 #include "nvfp4/error.h"
+
+extern char** environ;
 
 namespace nvfp4::bench {
 
@@ -291,22 +299,47 @@ void write_text(const std::string& path, const std::string& text) {
     std::fflush(stdout);
     return;
   }
-  std::ofstream f(path, std::ios::binary);
-  if (!f) fail("bench", "cannot open '" + path + "' for writing");
-  f << text;
-  if (!f) fail("bench", "writing '" + path + "' failed");
+  // Atomic (a temporary file renamed into place): a failure part-way (a full disk) leaves the
+  // previous file, or none, never a truncated report.
+  io::write_file_atomic(path, "bench", [&](int fd, const std::string& tmp) {
+    io::write_all(fd, text.data(), text.size(), tmp, "bench");
+  });
 }
+
+namespace {
+// Runs argv[0] (looked up in PATH) with argv, no shell in between (a path is never parsed as
+// shell text: a --plot name with quotes once ran as a command), output discarded. Its exit
+// status, or -1 when it could not be started or did not exit normally.
+int run_program(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  const int err = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (err != 0) return -1;
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+}  // namespace
 
 void write_plot(const std::string& path, const std::string& svg) {
   const bool png = path.size() > 4 && path.compare(path.size() - 4, 4, ".png") == 0;
   if (!png) return write_text(path, svg);
-  const std::string tmp = path + ".tmp.svg";
-  write_text(tmp, svg);
-  const std::string q = "'" + tmp + "' ", out = "'" + path + "'";
-  int rc = std::system(("command -v rsvg-convert >/dev/null 2>&1 && rsvg-convert -o " + out + " " + q).c_str());
-  if (rc != 0) rc = std::system(("command -v convert >/dev/null 2>&1 && convert " + q + out + " 2>/dev/null").c_str());
-  std::remove(tmp.c_str());
-  if (rc != 0) fail("bench", "cannot write '" + path + "': PNG needs rsvg-convert (Debian librsvg2-bin) or ImageMagick; write .svg instead");
+  const std::string tmp_svg = path + ".tmp.svg", tmp_png = path + ".tmp.png";
+  write_text(tmp_svg, svg);
+  int rc = run_program({"rsvg-convert", "-o", tmp_png, tmp_svg});
+  if (rc != 0) rc = run_program({"convert", tmp_svg, tmp_png});
+  std::remove(tmp_svg.c_str());
+  if (rc == 0 && std::rename(tmp_png.c_str(), path.c_str()) == 0) return;
+  std::remove(tmp_png.c_str());
+  fail("bench", "cannot write '" + path + "': PNG needs rsvg-convert (Debian librsvg2-bin) or ImageMagick; write .svg instead");
 }
 
 }  // namespace nvfp4::bench

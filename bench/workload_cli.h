@@ -3,6 +3,9 @@
 // Header-only because it needs CLI11, which only the command links.
 #pragma once
 
+#include <cerrno>
+#include <cstdlib>
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -44,15 +47,26 @@ struct WorkloadArgs {
     c->add_option("--prompt,-p", prompt, "prefill prompt length P (default 32 on cpu, 2048 on cuda)")
         ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
     c->add_option("--batch,-b", batch, "decode: B sequences per step, one token each (every linear at M = B; "
-                                       "default 1)");
+                                       "default 1)")
+        ->check(CLI::Range(std::int64_t{1}, std::int64_t{4096}));
     c->add_option("--backend", backend, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
     c->add_option("--dtype", dtype, "activation dtype of the NVFP4 layers: bf16, f16, f32");
     c->add_flag("--no-lm-head", no_lm_head, "leave lm_head out of the replay");
     c->add_flag("--fuse", fuse, "fuse q/k/v and gate/up into one matmul each (vLLM layout)");
     c->add_option("--extra-work", extra_work, "add one extra linear holding this fraction of the weights "
                                               "(0.03 = 3% more work; for testing A/B detection)")
-        ->check(CLI::Range(0.0, 10.0));
-    c->add_option("--seed", seed, "seed of the random weights and activations");
+        ->check(CLI::Range(0.0, 1.0));
+    // Digits only: the parser would read -1 or 20+ digits as the largest seed, silently.
+    c->add_option("--seed", seed, "seed of the random weights and activations (0 .. 2^64 - 1)")
+        ->check(CLI::Validator(
+            [](std::string& v) -> std::string {
+              errno = 0;
+              char* end = nullptr;
+              const bool digits = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+              std::strtoull(v.c_str(), &end, 10);
+              return digits && errno != ERANGE ? "" : "not a number in 0 .. 18446744073709551615: " + v;
+            },
+            "UINT64"));
     c->add_flag("--canonical", canonical, "decode (CUDA; CPU with AVX512-BF16+VBMI): keep the canonical checkpoint "
                                           "layout instead of the weights repacked for the GEMV at load time");
     c->add_flag("--plain-launch", plain_launch,
@@ -66,6 +80,15 @@ struct WorkloadArgs {
     c->add_flag("--bf16-codes", bf16_codes,
                 "cuda decode with --dtype f16: repack with the codes at bf16 bit positions (RepackedCodes::bf16, "
                 "which serves every dtype) instead of fp16 ones; the A/B of the fp16 codes");
+  }
+
+  // A --shape run is not a model replay: its options would be silently ignored there.
+  void refuse_replay_options() const {
+    if (batch != 1) fail("bench", "--batch applies to model replays; a --shape carries its own M");
+    for (auto [given, name] : {std::pair<bool, const char*>{!model.empty(), "--model"}, {layers > 0, "--layers"},
+                               {!mode.empty(), "--mode"}, {prompt > 0, "--prompt"}, {fuse, "--fuse"},
+                               {no_lm_head, "--no-lm-head"}})
+      if (given) fail("bench", std::string(name) + " applies to model replays, not to --shape runs");
   }
 
   // The backend actually used.
@@ -99,7 +122,7 @@ struct WorkloadArgs {
     o.dtype = dtype_from_name(dtype);
     o.seed = seed;
     if (!shapes.empty()) {
-      if (batch != 1) fail("bench", "--batch applies to model replays; a --shape carries its own M");
+      refuse_replay_options();
       std::vector<std::int64_t> t;
       for (const auto& s : shapes) {
         long long m_ = 0, n_ = 0, k_ = 0;

@@ -22,6 +22,7 @@
 #include "bench/report.h"
 #include "bench/workload_cli.h"
 #include "cli/commands.h"
+#include "io/file_util.h"
 #include "nvfp4/error.h"
 
 namespace nvfp4::cli {
@@ -67,6 +68,9 @@ void run_bench(BenchArgs& a) {
     return;
   }
   if (a.samples < 1) fail("bench", "--samples must be >= 1 (got " + std::to_string(a.samples) + ")");
+  // Output paths before the run, not after it: a bad --csv no longer wastes the benchmark.
+  for (const std::string* out : {&a.json, &a.csv, &a.plot})
+    if (!out->empty() && *out != "-") io::check_output_file(*out, "bench");
   if (!(a.seconds >= 0)) fail("bench", "--seconds must be >= 0");
   const std::string backend = a.w.resolved_backend();
   if (backend == "cuda" && !cuda::available())
@@ -88,6 +92,7 @@ void run_bench(BenchArgs& a) {
     // Shape runs always time NVFP4 (the baseline rows are its yardstick); --no-dense skips the
     // baseline.
     if (a.no_nvfp4) fail("bench", "--no-nvfp4 applies to the model replay only: a shape run (--shape/--shapes) always times NVFP4");
+    a.w.refuse_replay_options();
     Options bo;
     bo.dense = !a.no_dense;
     bo.dtype = dtype_from_name(a.w.dtype);

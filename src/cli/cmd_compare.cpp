@@ -22,6 +22,7 @@
 #include "bench/report.h"
 #include "bench/workload_cli.h"
 #include "cli/commands.h"
+#include "io/file_util.h"
 #include "nvfp4/error.h"
 
 namespace nvfp4::cli {
@@ -52,10 +53,13 @@ void run_compare(const CompareArgs& c) {
   // --processes and --reps are range-checked by the parser (add_compare_command).
   const int processes = c.processes > 0 ? c.processes : default_processes(c.w);
   if (!(c.effect > 0 && c.effect < 100)) fail("compare", "--effect must be a percentage in (0, 100)");
-  if (!(c.confidence > 0 && c.confidence < 1))
-    fail("compare", "--confidence must be in (0, 1), e.g. 0.95 (got " + std::to_string(c.confidence) + ")");
+  // (0.5, 1): what the interval code (bench/stats.cpp) accepts, checked before any round runs.
+  if (!(c.confidence > 0.5 && c.confidence < 1))
+    fail("compare", "--confidence must be in (0.5, 1), e.g. 0.95 (got " + std::to_string(c.confidence) + ")");
   if (!(c.min_effect >= 0 && c.min_effect < 100)) fail("compare", "--min-effect must be a percentage in [0, 100)");
   if (c.w.mode == "both") fail("compare", "--mode both: compare one mode at a time (decode or prefill)");
+  for (const std::string* out : {&c.json, &c.csv, &c.plot})  // before the rounds, not after them
+    if (!out->empty() && *out != "-") io::check_output_file(*out, "compare");
   std::vector<std::string> wl = c.w.forward_args();
   if (c.w.extra_work > 0) wl.insert(wl.end(), {"--extra-work", std::to_string(c.w.extra_work)});
   if (c.dense) wl.push_back("--serve-dense");

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -35,8 +36,16 @@ void openmp_env_for_benchmarks(int argc, char** argv) {
     setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     changed = true;
   }
-  if (bench && std::getenv("OMP_NUM_THREADS") == nullptr) {
-    setenv("OMP_NUM_THREADS", std::to_string(nvfp4::cpu::configured_threads()).c_str(), 1);
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  if (bench && (omp == nullptr || *omp == '\0')) {  // set but empty is unset to libgomp too
+    int threads = 0;
+    try {
+      threads = nvfp4::cpu::configured_threads();  // a malformed NVFP4_NUM_THREADS is an Error
+    } catch (const nvfp4::Error& e) {
+      std::fprintf(stderr, "nvfp4: %s\n", e.what());
+      std::exit(1);
+    }
+    setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
     changed = true;
   }
   if (changed) execv("/proc/self/exe", argv);  // returns only on failure: then run as we are

@@ -4,6 +4,7 @@
 // selection and shared tensor scales, config files, and that every failure exits non-zero
 // with one line on stderr and leaves OUT missing or unchanged.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -300,6 +301,10 @@ TEST(Cli, FailuresExitNonZeroAndLeaveNothing) {
   write_safetensors(d / "biases/model.safetensors", {{"a.weight", "F32", {16, 32}, a.data(), a.bytes.size()},
                                                      {"a.biases", "F32", {16}, bias.data(), bias.bytes.size()}});
 
+  test::write_bytes(d / "layers.json", R"({"hidden_size":256,"intermediate_size":512,"num_attention_heads":4,)"
+                                       R"("num_hidden_layers":1000000000,"vocab_size":1024})");
+  ASSERT_EQ(::mkfifo((d / "fifo.json").c_str(), 0600), 0);
+
   struct Case {
     std::string args, out, needle;
     int rc;
@@ -334,8 +339,18 @@ TEST(Cli, FailuresExitNonZeroAndLeaveNothing) {
       {"bench --backend cpu --mode prefill --prompt 0", "", "--prompt: Value 0 not in range", 2},
       {"bench --backend cpu --shape 99999999999,16,16", "", "M=99999999999 N=16 K=16 needs at least", 1},
       {"compare --backend cpu --a self --b self --processes 0", "", "--processes: Value 0 not in range", 2},
-      {"compare --backend cpu --a self --b self --confidence 2", "", "--confidence must be in (0, 1)", 1},
+      {"compare --backend cpu --a self --b self --confidence 2", "", "--confidence must be in (0.5, 1)", 1},
       {"compare --backend cpu --a self --b self --min-effect -1", "", "--min-effect must be", 1},
+      // Found by an audit on 2026-12-03 (each ran, crashed or was ignored before).
+      {"compare --backend cpu --a self --b self --batch -5", "", "--batch: Value -5 not in range", 2},
+      {"bench --backend cpu --seed -1", "", "not a number in 0 .. 18446744073709551615", 2},
+      {"bench --backend cpu --extra-work 2", "", "--extra-work: Value 2 not in range", 2},
+      {"bench --backend cpu --shape 1,256,256 --model qwen3-4b", "", "--model applies to model replays", 1},
+      {"bench --backend cpu --shape 1,256,256 --mode prefill", "", "--mode applies to model replays", 1},
+      {"bench --backend cpu --model " + d / "layers.json", "", "\"num_hidden_layers\" = 1000000000 exceeds 1024", 1},
+      {"bench --backend cpu --model " + d / "fifo.json", "", "is not a regular file", 1},
+      {"bench --backend cpu --shape 1,256,256 --json " + d / "no/such/r.json", d / "no/such/r.json",
+       "is not an existing directory", 1},
       // tune arguments: refused before the GPU is asked for (so the same on a machine without one).
       {"tune --layout repacked --verify-batches 1 32 --out " + d / "t1.json", d / "t1.json",
        "--verify-batches takes decode batches of 1..16", 1},
@@ -357,6 +372,17 @@ TEST(Cli, FailuresExitNonZeroAndLeaveNothing) {
     EXPECT_TRUE(test::leftovers(d.path()).empty());
   }
   EXPECT_EQ(test::read_bytes(d / "busy/x"), "x");
+
+  // --plot's file name reached a shell: quotes in it ran a command. Now no shell is involved.
+  const std::string evil = d / "x'; touch " + d / "PWNED" + "; '.png";
+  nvfp4("bench --backend cpu --shape 1,256,256 --seconds 0.01 --samples 1 --no-dense --plot \"" + evil + "\"", d);
+  EXPECT_FALSE(fs::exists(d / "PWNED"));
+  // A malformed thread count is an error naming the variable (atoi read "1x" as 1, "abc" as unset).
+  for (const char* v : {"abc", "1x", "0", "5000"}) {
+    const auto r = test::run_cmd(std::string("NVFP4_NUM_THREADS=") + v + " '" + cli() + "' bench --backend cpu --shape 1,256,256 --seconds 0.01 --samples 1 --no-dense", d.path());
+    EXPECT_NE(r.rc, 0) << v;
+    EXPECT_NE(r.err.find("[NVFP4_NUM_THREADS] '" + std::string(v) + "' is not a thread count"), std::string::npos) << r.err;
+  }
 
   // inspect --json on a path that is not UTF-8 (JSON text must be): the bytes become U+FFFD
   // instead of the run failing with nlohmann's type_error 316.

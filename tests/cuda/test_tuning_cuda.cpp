@@ -217,6 +217,23 @@ TEST(CudaTuning, BadTablesAreErrors) {
   EXPECT_THROW(cuda::gemv_table_from_json(
                    R"({"entries":[{"cc":90,"class":"n_small/k_mid","cols_per_warp":64,"warps_per_block":4,"k_split":1}]})", "x"),
                Error);
+  // Strict fields (an audit on 2026-12-03 found each of these read as another entry, silently):
+  // floats truncated, booleans as 1, integers wrapped into a valid cc, unknown keys ignored, K of
+  // an exact class not a multiple of 16, a version this build does not read.
+  const std::string ok = R"("class":"n_small/k_mid","cols_per_warp":32,"warps_per_block":4,"k_split":1)";
+  for (const std::string& bad : std::vector<std::string>{
+           R"({"entries":[{"cc":90,"class":"n_small/k_mid","cols_per_warp":32.9,"warps_per_block":4,"k_split":1}]})",
+        R"({"entries":[{"cc":90,"class":"n_small/k_mid","cols_per_warp":32,"warps_per_block":true,"k_split":1}]})",
+        R"({"entries":[{"cc":4294967386,)" + ok + "}]}",
+        R"({"entries":[{"cc":-90,)" + ok + "}]}",
+        R"({"entries":[{"cc":90,"lauch":"early",)" + ok + "}]}",
+        R"({"entries":[{"cc":90,"overlap":1,)" + ok + "}]}",
+        R"({"entries":[{"cc":90,"class":"exact/16x15","cols_per_warp":32,"warps_per_block":4,"k_split":1}]})",
+        R"({"version":99,"entries":[]})", R"({"entires":[]})"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_THROW(cuda::gemv_table_from_json(bad, "x"), Error);
+  }
+  EXPECT_EQ(cuda::gemv_table_from_json(R"({"version":1,"comment":"c","entries":[{"cc":90,)" + ok + "}]}", "x").size(), 1u);
 }
 
 

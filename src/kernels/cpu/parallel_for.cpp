@@ -23,6 +23,7 @@
 #endif
 
 #include "io/file_util.h"
+#include "nvfp4/error.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -210,12 +211,20 @@ int cgroup_quota_cpus() {
 }
 #endif
 
+constexpr int kMaxThreads = 1024;  // the pool's size limit (and a fixed cpu_set_t's)
+
 int threads_from_env() {
-  if (const char* s = std::getenv("NVFP4_NUM_THREADS")) {
-    const int v = std::atoi(s);
-    if (v >= 1) return std::min(v, 1024);
-  }
-  return available_cpus();
+  const char* s = std::getenv("NVFP4_NUM_THREADS");
+  if (!s || !*s) return available_cpus();  // unset or empty: the default
+  // Strict: atoi read "1x" and "1e9" as 1 and "abc" or "-1" as "unset", and clamped 5000 to a
+  // 1024-thread pool on 2 CPUs, all silently.
+  const std::string v = s;
+  const bool digits = v.size() <= 4 && v.find_first_not_of("0123456789") == std::string::npos;
+  const int n = digits ? std::atoi(s) : 0;
+  if (n < 1 || n > kMaxThreads)
+    fail("NVFP4_NUM_THREADS", "'" + v + "' is not a thread count in 1.." + std::to_string(kMaxThreads) +
+                                  " (unset it for the default: the CPUs this process may use)");
+  return n;
 }
 
 Pool& pool() {

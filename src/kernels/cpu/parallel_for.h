@@ -5,7 +5,8 @@
 // out dynamically through one atomic counter, so uneven tasks still keep every core busy; the
 // caller sizes tasks so one task amortises the ~1 atomic op it costs. A parallel_for issued from
 // inside a task runs serially on that thread (no nested parallelism, no deadlock).
-// Thread count: NVFP4_NUM_THREADS if set (>= 1), else available_cpus().
+// Thread count: NVFP4_NUM_THREADS if set (1..1024; anything else is an Error naming it), else
+// available_cpus().
 #pragma once
 
 #include <cstdint>

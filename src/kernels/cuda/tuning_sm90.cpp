@@ -2,6 +2,7 @@
 // The entries change speed only, never the function computed (see tuning_sm90.h).
 #include "kernels/cuda/tuning_sm90.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -11,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/file_util.h"
 #include "io/json_util.h"
 #include "nvfp4/error.h"
 
@@ -137,11 +139,8 @@ void load_env_table_locked() {
   g_user_loaded = true;
   const char* path = std::getenv("NVFP4_CUDA_TUNING");
   if (!path || !*path) return;
-  std::ifstream f(path);
-  if (!f) fail("cuda tuning", std::string("cannot read NVFP4_CUDA_TUNING file '") + path + "'");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  g_user = gemv_table_from_json(ss.str(), path);
+  if (!io::path_exists(path)) fail("cuda tuning", std::string("NVFP4_CUDA_TUNING file '") + path + "' does not exist");
+  g_user = gemv_table_from_json(io::read_text_file(path, "cuda tuning"), path);  // a regular file only
 }
 
 const GemvTableEntry* find(const std::vector<GemvTableEntry>& t, int cc, const std::string& cls, GemvLayout layout,
@@ -280,19 +279,42 @@ std::vector<GemvTableEntry> gemv_table_from_json(const std::string& text, const 
   if (!j.is_object() || !j.contains("entries") || !j["entries"].is_array())
     fail(op, "'" + what + "' has no \"entries\" array");
   std::vector<GemvTableEntry> out;
+  for (const auto& [key, v] : j.items())
+    if (key != "version" && key != "comment" && key != "entries")
+      fail(op, "'" + what + "': unknown key \"" + key + "\" (a table has version, comment, entries)");
+  if (j.contains("version") && !(j["version"].is_number_integer() && j["version"].get<int>() == 1))
+    fail(op, "'" + what + "': version " + io::json_excerpt(j["version"]) + " (this build reads version 1)");
+  // Strict fields: nlohmann's get<int>() truncates 32.9 to 32, reads true as 1 and wraps
+  // 4294967386 to 90 (then matching sm_90), and unknown keys (a typo such as "lauch") were
+  // ignored, silently giving another entry than the one written.
+  auto int_of = [](const nlohmann::json& e, const char* key) {
+    const auto& v = e.at(key);
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > 1000000)
+      throw std::runtime_error(std::string(key) + " " + io::json_excerpt(v) + " is not an integer in 0..1000000");
+    return v.get<int>();
+  };
+  static const char* kKeys[] = {"cc", "class", "cols_per_warp", "warps_per_block", "k_split", "overlap",
+                                "us", "m_max", "layout", "launch"};
   int idx = 0;
   for (const auto& e : j["entries"]) {
     GemvTableEntry t;
     try {
-      t.cc = e.at("cc").get<int>();
+      if (!e.is_object()) throw std::runtime_error("is not an object");
+      for (const auto& [key, v] : e.items())
+        if (std::find_if(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return key == k; }) == std::end(kKeys))
+          throw std::runtime_error("unknown key \"" + key + "\"");
+      t.cc = int_of(e, "cc");
       t.cls = e.at("class").get<std::string>();
-      t.tile.cols_per_warp = e.at("cols_per_warp").get<int>();
-      t.tile.warps_per_block = e.at("warps_per_block").get<int>();
-      t.tile.k_split = e.at("k_split").get<int>();
-      if (e.contains("overlap")) t.tile.overlap_ok = e["overlap"].get<bool>();
+      t.tile.cols_per_warp = int_of(e, "cols_per_warp");
+      t.tile.warps_per_block = int_of(e, "warps_per_block");
+      t.tile.k_split = int_of(e, "k_split");
+      if (e.contains("overlap")) {
+        if (!e["overlap"].is_boolean()) throw std::runtime_error("overlap " + io::json_excerpt(e["overlap"]) + " is not true or false");
+        t.tile.overlap_ok = e["overlap"].get<bool>();
+      }
       if (e.contains("us")) t.us = e["us"].get<double>();
       if (e.contains("m_max")) {
-        t.m_max = e["m_max"].get<int>();
+        t.m_max = int_of(e, "m_max");
         if (t.m_max != 0 && t.m_max != 8 && t.m_max != 16)
           throw std::runtime_error("m_max " + std::to_string(t.m_max) + " is not 0, 8 or 16");
       }
@@ -312,6 +334,9 @@ std::vector<GemvTableEntry> gemv_table_from_json(const std::string& text, const 
       fail(op, "'" + what + "' entry " + std::to_string(idx) + ": " + ex.what());
     }
     if (!gemv_class_known(t.cls)) fail(op, "'" + what + "' entry " + std::to_string(idx) + ": unknown class '" + t.cls + "' (a bucket such as n_small/k_mid, or exact/NxK)");
+    std::int64_t en = 0, ek = 0;
+    if (parse_exact(t.cls, &en, &ek) && ek % 16 != 0)  // an entry no NVFP4 weight can ever match
+      fail(op, "'" + what + "' entry " + std::to_string(idx) + ": class '" + t.cls + "' has K not a multiple of 16");
     if (!gemv_tile_valid(t.tile))
       fail(op, "'" + what + "' entry " + std::to_string(idx) + " (" + t.cls + "): cols_per_warp=" +
                    std::to_string(t.tile.cols_per_warp) + " warps_per_block=" +
