@@ -103,8 +103,9 @@ void validate_matmul(const char* op, const MatrixView& x, const WeightView& w, c
   if (x.rows > 0 && (!x.data || !y.data)) fail(op, "null activation or output pointer (M=" + std::to_string(x.rows) + ")");
   // Spans that fit in 64 bits and in the address space: range_of below and the kernels' row
   // addressing rely on it (a wrapped stride would read row 0 again, silently).
-  detail::view_bytes(op, x, "activations " + shape_str(x));
-  detail::view_bytes(op, y, "output " + shape_str(y));
+  std::uint64_t span = 0;
+  if (!detail::view_bytes_fit(x, &span)) detail::view_bytes(op, x, "activations " + shape_str(x));  // throws
+  if (!detail::view_bytes_fit(y, &span)) detail::view_bytes(op, y, "output " + shape_str(y));       // throws
   const int es = dtype_size(x.dtype);
   if (!aligned(x.data, es) || !aligned(y.data, es))
     fail(op, "activation or output pointer is not aligned to its " + std::to_string(es) + "-byte element");

@@ -96,17 +96,25 @@ std::int64_t first_nan_scale(const std::uint8_t* scales, std::uint64_t n) {
   return -1;
 }
 
-std::uint64_t view_bytes(const char* op, const MatrixView& v, const std::string& what) {
-  if (v.rows == 0) return 0;
-  std::int64_t elems = 0, bytes = 0;
+bool view_bytes_fit(const MatrixView& v, std::uint64_t* bytes) {
+  *bytes = 0;
+  if (v.rows == 0) return true;
+  std::int64_t elems = 0, b = 0;
   if (__builtin_mul_overflow(v.rows - 1, v.stride, &elems) || __builtin_add_overflow(elems, v.cols, &elems) ||
-      __builtin_mul_overflow(elems, static_cast<std::int64_t>(dtype_size(v.dtype)), &bytes))
-    fail(op, what + " spans more bytes than fit in 64 bits (rows " + std::to_string(v.rows) + ", stride " +
-                 std::to_string(v.stride) + ", cols " + std::to_string(v.cols) + ")");
+      __builtin_mul_overflow(elems, static_cast<std::int64_t>(dtype_size(v.dtype)), &b))
+    return false;
   const auto begin = reinterpret_cast<std::uintptr_t>(v.data);
-  if (begin + static_cast<std::uint64_t>(bytes) < begin)
-    fail(op, what + " runs past the end of the address space (" + std::to_string(bytes) + " bytes)");
-  return static_cast<std::uint64_t>(bytes);
+  if (begin + static_cast<std::uint64_t>(b) < begin) return false;  // past the end of the address space
+  *bytes = static_cast<std::uint64_t>(b);
+  return true;
+}
+
+std::uint64_t view_bytes(const char* op, const MatrixView& v, const std::string& what) {
+  std::uint64_t bytes = 0;
+  if (!view_bytes_fit(v, &bytes))
+    fail(op, what + " spans more bytes than fit in 64 bits or in the address space (rows " + std::to_string(v.rows) +
+                 ", stride " + std::to_string(v.stride) + ", cols " + std::to_string(v.cols) + ")");
+  return bytes;
 }
 
 }  // namespace nvfp4::detail

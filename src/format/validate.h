@@ -55,5 +55,8 @@ std::int64_t first_nan_scale(const std::uint8_t* scales, std::uint64_t n);
 // Needs rows >= 0, cols > 0, stride >= cols and a valid dtype (the caller checks them); fails
 // when the span does not fit in int64 or runs past the end of the address space.
 std::uint64_t view_bytes(const char* op, const MatrixView& v, const std::string& what);
+// The same without an error: false when the span does not fit (for hot paths that format the
+// message only when it is needed: validate_matmul runs on every call).
+bool view_bytes_fit(const MatrixView& v, std::uint64_t* bytes);
 
 }  // namespace nvfp4::detail

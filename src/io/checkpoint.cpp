@@ -329,7 +329,10 @@ void Checkpoint::Impl::detect_layout() {
       for (const char* sfx : scale_names) stray = stray || ends_with(n, sfx);
       if (stray)
         fail(kOp, err("'" + n + "' (" + dt + ") is quantization data of no complete " + layout_name(layout) +
-                      " linear (its packed weight or scales are missing): a truncated or edited checkpoint?"));
+                      " linear (its packed weight or scales are missing): a truncated or edited checkpoint?" +
+                      (dt == "F8_E4M3" && layout != Layout::kModelopt
+                           ? " (FP8 linears are read in modelopt mixed-precision checkpoints only)"
+                           : "")));
     }
   }
 }
