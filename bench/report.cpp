@@ -5,7 +5,9 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -299,8 +301,24 @@ void write_text(const std::string& path, const std::string& text) {
     std::fflush(stdout);
     return;
   }
-  // Atomic (a temporary file renamed into place): a failure part-way (a full disk) leaves the
-  // previous file, or none, never a truncated report.
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    // A symlink, a device or a pipe (/dev/stdout, a shell's >(...)): written in place as before.
+    // Replacing it by a rename would replace the link itself (on 2026-12-03 a first version of
+    // this function, run as root, turned /dev/stdout into a regular file).
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) fail("bench", "cannot open '" + path + "' for writing");
+    try {
+      io::write_all(fd, text.data(), text.size(), path, "bench");
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    ::close(fd);
+    return;
+  }
+  // A regular file, or none yet: atomic (a temporary file renamed into place), so a failure
+  // part-way (a full disk) leaves the previous file, or none, never a truncated report.
   io::write_file_atomic(path, "bench", [&](int fd, const std::string& tmp) {
     io::write_all(fd, text.data(), text.size(), tmp, "bench");
   });

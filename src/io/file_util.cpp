@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -143,8 +144,21 @@ void fsync_dir(const std::string& dir, const char* op) {
   if (rc != 0 && err != EINVAL) fail(op, "cannot sync directory '" + dir + "': " + std::strerror(err));
 }
 
-void write_file_atomic(const std::string& path, const char* op,
+void write_file_atomic(const std::string& path_in, const char* op,
                        const std::function<void(int, const std::string&)>& fill) {
+  // The rename replaces a name: through a symlink it must replace the link's target, not the
+  // link (run as root, an early bench change replaced /dev/stdout by a regular file, 2026-12-03),
+  // and a device or a pipe cannot be replaced at all.
+  std::string path = path_in;
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    char* real = ::realpath(path_in.c_str(), nullptr);
+    if (!real) fail(op, "output '" + path_in + "' is a symlink that does not resolve: " + errno_text());
+    path = real;
+    std::free(real);
+  }
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    fail(op, "output '" + path_in + "' is not a regular file (a device, a pipe or a folder); give a file path");
   const std::string tmp = tmp_name(path);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail(op, "cannot create '" + tmp + "': " + errno_text());

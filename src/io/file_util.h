@@ -35,7 +35,8 @@ void fsync_dir(const std::string& dir, const char* op);
 
 // Create <path>.tmp.<pid>, call fill(fd, tmp_path), fsync, close, rename to path, fsync the
 // directory. Any exception (from fill or the file system) removes the temporary file and is
-// rethrown; path is then unchanged.
+// rethrown; path is then unchanged. A symlink path replaces its target (the link stays); a
+// path that is a device, a pipe or a folder is an Error (nothing can replace it atomically).
 void write_file_atomic(const std::string& path, const char* op,
                        const std::function<void(int fd, const std::string& tmp_path)>& fill);
 

@@ -377,6 +377,29 @@ TEST(Cli, FailuresExitNonZeroAndLeaveNothing) {
   const std::string evil = d / "x'; touch " + d / "PWNED" + "; '.png";
   nvfp4("bench --backend cpu --shape 1,256,256 --seconds 0.01 --samples 1 --no-dense --plot \"" + evil + "\"", d);
   EXPECT_FALSE(fs::exists(d / "PWNED"));
+  // Reports are written atomically (a temporary file renamed into place), but a symlink, a device
+  // or a pipe as the path is written in place: --json /dev/stdout into a pipe keeps working, and
+  // /dev/stdout stays a symlink (a first version replaced it when run as root).
+  {
+    const auto r = test::run_cmd("('" + cli() + "' bench --backend cpu --shape 1,256,256 --seconds 0.01 --samples 1 "
+                                 "--no-dense --json /dev/stdout | cat)", d.path());
+    EXPECT_NE(r.out.find("\"shapes\""), std::string::npos) << r.out << r.err;
+    EXPECT_TRUE(fs::is_symlink("/dev/stdout"));
+  }
+  // A checkpoint written through a symlink replaces the link's target, and the link stays.
+  {
+    test::write_bytes(d / "target.safetensors", "old");
+    fs::create_symlink(d / "target.safetensors", d / "link.safetensors");
+    const auto r = nvfp4("quantize " + d / "nan/model.safetensors --exclude '^z' " + d / "link.safetensors", d);
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_TRUE(fs::is_symlink(d / "link.safetensors"));
+    EXPECT_NE(test::read_bytes(d / "target.safetensors"), "old");
+    ASSERT_EQ(::mkfifo((d / "pipe.safetensors").c_str(), 0600), 0);
+    const auto pipe = nvfp4("quantize " + d / "nan/model.safetensors --exclude '^z' " + d / "pipe.safetensors", d);
+    EXPECT_NE(pipe.rc, 0);
+    EXPECT_NE(pipe.err.find("is not a regular file"), std::string::npos) << pipe.err;
+    EXPECT_TRUE(fs::is_fifo(d / "pipe.safetensors"));
+  }
   // A malformed thread count is an error naming the variable (atoi read "1x" as 1, "abc" as unset).
   for (const char* v : {"abc", "1x", "0", "5000"}) {
     const auto r = test::run_cmd(std::string("NVFP4_NUM_THREADS=") + v + " '" + cli() + "' bench --backend cpu --shape 1,256,256 --seconds 0.01 --samples 1 --no-dense", d.path());
