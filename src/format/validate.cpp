@@ -57,9 +57,13 @@ void check_tensor(const char* op, const Tensor& t, const std::string& what) {
 
 WeightBytes weight_bytes(const char* op, std::int64_t n, std::int64_t k, const std::string& what) {
   // N * K / 2 can overflow where N * (K / 2) does not; K % 16 == 0 is the caller's check, so
-  // N * (K / 2) and N * (K / 16) are the exact byte counts.
-  return {static_cast<std::uint64_t>(mul_or_fail(op, n, k / 2, what + " (packed bytes N x K/2)")),
-          static_cast<std::uint64_t>(mul_or_fail(op, n, k / kBlockSize, what + " (scale bytes N x K/16)"))};
+  // N * (K / 2) and N * (K / 16) are the exact byte counts. Messages are formatted only on
+  // failure (validate_matmul calls this on every matmul).
+  std::int64_t p = 0, s = 0;
+  if (n < 0 || k < 0 || __builtin_mul_overflow(n, k / 2, &p))
+    mul_or_fail(op, n, k / 2, what + " (packed bytes N x K/2)");  // throws
+  if (__builtin_mul_overflow(n, k / kBlockSize, &s)) mul_or_fail(op, n, k / kBlockSize, what + " (scale bytes N x K/16)");
+  return {static_cast<std::uint64_t>(p), static_cast<std::uint64_t>(s)};
 }
 
 void check_stored_scale(const char* op, ScaleConvention c, float stored, const std::string& what) {
