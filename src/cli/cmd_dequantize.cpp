@@ -4,6 +4,7 @@
 // --dtype); its scale tensors and input scales are dropped; every other tensor is copied
 // byte for byte; config.json loses quantization_config (and MLX's "quantization").
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -71,7 +72,14 @@ void run_dequantize(const DequantizeArgs& a) {
     Tensor t = dequantize(q, dt);
     // The weights are finite (the reader checked every scale), so an Inf here is an overflow of
     // the output dtype (f16 ends at 65504): refused rather than written as a "dense" weight.
-    for (std::int64_t i = 0, n = t.numel(); i < n; ++i) {
+    // No weight exceeds fl(6 x the largest block scale) x the tensor scale (the oracle's
+    // roundings are monotone; positive E4M3 bytes order as their values), so the elements are
+    // searched only when that bound does not fit in dt: one pass over the scales, not the weight.
+    std::uint8_t top = 0;
+    for (std::uint8_t b : q.scales) top = std::max<std::uint8_t>(top, b & 0x7F);
+    std::uint32_t bound = 0;
+    store_from_f32(&bound, dt, 0, e2m1_times_scale(0x7, top) * q.tensor_scale());
+    for (std::int64_t i = 0, n = std::isfinite(load_as_f32(&bound, dt, 0)) ? 0 : t.numel(); i < n; ++i) {
       if (std::isfinite(t.get(i))) continue;
       const std::uint8_t byte = q.packed[static_cast<std::size_t>(i / 2)];
       const float v = e2m1_times_scale(i % 2 == 0 ? e2m1_low(byte) : e2m1_high(byte),

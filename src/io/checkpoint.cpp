@@ -469,12 +469,8 @@ QuantizedWeight Checkpoint::quantized(const std::string& p) const {
                       ", expected F32 [] or [1]"));
     std::memcpy(&stored, ts.data, 4);  // bit-exact: written back unchanged
   }
-  // Zero is this library's all-zero-tensor policy for modelopt/MLX (quantize.h); CT divides
-  // by its stored scale, so it must be strictly positive there.
-  const bool ok = std::isfinite(stored) && (w.convention == ScaleConvention::kQuant ? stored > 0.0f : stored >= 0.0f);
-  if (!ok)
-    fail(kOp, m.err(lin + "tensor scale '" + qn.tensor_scale + "' = " + std::to_string(stored) + " is not " +
-                    (w.convention == ScaleConvention::kQuant ? "finite and positive" : "finite and non-negative")));
+  // The rule the writer applies too (zero is the all-zero-tensor policy; CT divides by it).
+  detail::check_stored_scale(kOp, w.convention, stored, m.err(lin + "'" + qn.tensor_scale + "'"));
   w.stored_scale = stored;
   if (m.layout == Layout::kCompressedTensors && contains(p + L::kCtWeightShape)) {
     const RawTensor ws = raw(p + L::kCtWeightShape);
@@ -492,11 +488,10 @@ QuantizedWeight Checkpoint::quantized(const std::string& p) const {
   }
   w.scales.assign(sc.data, sc.data + sc.nbytes);
   const std::int64_t kb = w.k / kBlockSize;
-  for (std::size_t i = 0; i < w.scales.size(); ++i)
-    if (e4m3_is_nan(w.scales[i]))
-      fail(kOp, m.err(lin + "block scale '" + qn.scales + "'[" + std::to_string(static_cast<std::int64_t>(i) / kb) +
-                      ", " + std::to_string(static_cast<std::int64_t>(i) % kb) + "] is NaN (byte 0x" +
-                      (w.scales[i] == 0xFF ? "FF" : "7F") + ")"));
+  const std::int64_t i = detail::first_nan_scale(w.scales.data(), w.scales.size());
+  if (i >= 0)
+    fail(kOp, m.err(lin + "block scale '" + qn.scales + "'[" + std::to_string(i / kb) + ", " + std::to_string(i % kb) +
+                    "] is NaN (byte 0x" + (w.scales[static_cast<std::size_t>(i)] == 0xFF ? "FF" : "7F") + ")"));
   w.packed.assign(pk.data, pk.data + pk.nbytes);  // MLX: little-endian words == the U8 stream
   return w;
 }

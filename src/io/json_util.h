@@ -20,7 +20,7 @@ constexpr int kMaxJsonDepth = 64;
 // Parses `text`; throws Error(op) "<what> is not valid JSON (...)" or "<what>: JSON nests deeper
 // than 64 levels". `also`, when given, sees every parse event after the depth check (the
 // safetensors reader tracks duplicate keys with it).
-inline nlohmann::json parse_json(const std::string& text, const char* op, const std::string& what,
+inline nlohmann::json parse_json(const char* begin, const char* end, const char* op, const std::string& what,
                                  const nlohmann::json::parser_callback_t& also = nullptr) {
   struct TooDeep {};
   const nlohmann::json::parser_callback_t cb = [&](int depth, nlohmann::json::parse_event_t ev,
@@ -29,12 +29,17 @@ inline nlohmann::json parse_json(const std::string& text, const char* op, const 
     return also ? also(depth, ev, parsed) : true;
   };
   try {
-    return nlohmann::json::parse(text.begin(), text.end(), cb, /*allow_exceptions=*/true);
+    return nlohmann::json::parse(begin, end, cb, /*allow_exceptions=*/true);
   } catch (const TooDeep&) {
     fail(op, what + ": JSON nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   } catch (const nlohmann::json::exception& e) {
     fail(op, what + " is not valid JSON (" + e.what() + ")");
   }
+}
+
+inline nlohmann::json parse_json(const std::string& text, const char* op, const std::string& what,
+                                 const nlohmann::json::parser_callback_t& also = nullptr) {
+  return parse_json(text.data(), text.data() + text.size(), op, what, also);
 }
 
 // At most `max_chars` of j's JSON text (then "..."), for messages that quote a bad value.

@@ -58,7 +58,7 @@ json parse_header(const std::string& path, const char* text, std::size_t len) {
     }
     return true;
   };
-  json j = io::parse_json(std::string(text, len), kOp, "'" + path + "': header", cb);
+  json j = io::parse_json(text, text + len, kOp, "'" + path + "': header", cb);
   if (!duplicate.empty()) bad(path, "header has duplicate key '" + duplicate + "'");
   return j;
 }
