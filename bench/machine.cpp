@@ -21,6 +21,7 @@
 
 #include "bench/host_buffer.h"
 #include "io/file_util.h"
+#include "nvfp4/error.h"
 #include "kernels/cpu/parallel_for.h"
 
 namespace nvfp4::bench {
@@ -100,10 +101,29 @@ void reset_peak_rss() {
   f << "5";
 }
 
+namespace {
+// 7..40 lowercase hex digits, optionally "+changes" (what scripts/device_cuda.sh and
+// scripts/prebuilt_cuda.sh pass for a tree with tracked changes).
+bool commit_name_ok(const std::string& c) {
+  const std::string hex = c.size() > 8 && c.compare(c.size() - 8, 8, "+changes") == 0 ? c.substr(0, c.size() - 8) : c;
+  if (hex.size() < 7 || hex.size() > 40) return false;
+  return std::all_of(hex.begin(), hex.end(), [](char ch) { return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'); });
+}
+}  // namespace
+
+void check_commit_env(const char* op) {
+  const char* env = std::getenv("NVFP4_COMMIT");
+  if (env && !commit_name_ok(env))
+    fail(op, std::string("NVFP4_COMMIT='") + env +
+                 "' is not a commit: 7 to 40 hex digits, optionally followed by '+changes' (unset it to let the report ask git)");
+}
+
 std::string git_commit() {
   // A copy of the tree without .git (the device machine) says which commit it is through the
-  // environment (scripts/device_cuda.sh exports it).
-  if (const char* env = std::getenv("NVFP4_COMMIT"); env && std::strlen(env) >= 7) return env;
+  // environment (scripts/device_cuda.sh exports it). A malformed value was dropped silently
+  // before 2026-12-03; bench and compare now refuse it before they run (check_commit_env).
+  check_commit_env("bench report");
+  if (const char* env = std::getenv("NVFP4_COMMIT")) return env;
 #ifdef NVFP4_SOURCE_DIR
   const std::string cmd = std::string("git -C '") + NVFP4_SOURCE_DIR + "' rev-parse HEAD 2>/dev/null";
   if (FILE* p = popen(cmd.c_str(), "r")) {

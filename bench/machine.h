@@ -34,6 +34,9 @@ double mem_available_bytes();      // /proc/meminfo MemAvailable (0 if unreadabl
 double peak_rss_bytes();           // VmHWM: peak resident set since the last reset_peak_rss()
 void reset_peak_rss();
 std::string git_commit();          // NVFP4_COMMIT, else `git rev-parse HEAD` of the source tree (+ "+changes" if tracked files differ), else the build's define, else "unknown"
+// Throws nvfp4::Error naming `op` when NVFP4_COMMIT is set but is not 7..40 hex digits
+// (optionally "+changes"): called before a run, so a report never drops it silently at the end.
+void check_commit_env(const char* op);
 std::string iso_date_utc();
 
 // Streaming read of `bytes` with the CPU backend's thread count, best of `passes` (GB/s = 1e9 B/s). A plain

@@ -48,8 +48,12 @@ say "machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv 2>&1 | head -3
 export NVFP4_DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
 # The device copy of the tree has no .git: pass NVFP4_COMMIT=<hash> in the run command.
-export NVFP4_COMMIT=${NVFP4_COMMIT:-$(git -C "$ROOT" rev-parse -q --verify HEAD 2>/dev/null || echo "unknown (no .git; set NVFP4_COMMIT)")}
-nvcc --version | tail -1; cmake --version | head -1; echo "commit $NVFP4_COMMIT driver $NVFP4_DRIVER"
+# Without either the variable stays unset: the reports then say the build's commit or "unknown"
+# (nvfp4 refuses an NVFP4_COMMIT that is not a commit, bench/machine.cpp).
+[ -z "${NVFP4_COMMIT:-}" ] && NVFP4_COMMIT=$(git -C "$ROOT" rev-parse -q --verify HEAD 2>/dev/null)
+[ -n "${NVFP4_COMMIT:-}" ] && export NVFP4_COMMIT || unset NVFP4_COMMIT
+nvcc --version | tail -1; cmake --version | head -1
+echo "commit ${NVFP4_COMMIT:-unknown (no .git; pass NVFP4_COMMIT)} driver $NVFP4_DRIVER"
 [ -n "${MOVED_NOTE:-}" ] && echo "$MOVED_NOTE"
 
 say "dependencies"
@@ -316,7 +320,7 @@ json_str() { local v=${1//\\/\\\\}; v=${v//\"/\\\"}; printf '"%s"' "$v"; }
   printf '{\n  "schema": "nvfp4-device-run/1",\n'
   printf '  "date_start": %s,\n  "date_end": %s,\n' "$(json_str "$RUN_START")" "$(json_str "$(date -u +%Y-%m-%dT%H:%M:%SZ)")"
   printf '  "gpu": %s,\n' "$(json_str "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)")"
-  printf '  "driver": %s,\n  "commit": %s,\n' "$(json_str "${NVFP4_DRIVER:-}")" "$(json_str "$NVFP4_COMMIT")"
+  printf '  "driver": %s,\n  "commit": %s,\n' "$(json_str "${NVFP4_DRIVER:-}")" "$(json_str "${NVFP4_COMMIT:-unknown}")"
   printf '  "command": %s,\n' "$(json_str "scripts/device_cuda.sh ${STEPS[*]}")"
   printf '  "prebuilt": %s,\n  "status": %d\n}\n' "$(json_str "${NVFP4_PREBUILT:-built here}")" "$STATUS"
 } > "$OUT/run.json"

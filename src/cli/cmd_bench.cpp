@@ -55,6 +55,7 @@ std::vector<bench::Shape> default_shapes(const bench::ModelSpec& m) {
 
 void run_bench(BenchArgs& a) {
   using namespace nvfp4::bench;
+  check_commit_env("bench");
   if (a.list_models) {
     std::printf("%-18s %7s %9s %12s  %s\n", "name", "layers", "params", "NVFP4 bytes", "description");
     for (const auto& n : builtin_model_names()) {

@@ -19,6 +19,7 @@
 
 #include "bench/compare.h"
 #include "bench/machine.h"
+#include "bench/machine.h"
 #include "bench/report.h"
 #include "bench/workload_cli.h"
 #include "cli/commands.h"
@@ -49,6 +50,7 @@ int default_processes(const bench::WorkloadArgs& w) { return w.resolved_backend(
 
 void run_compare(const CompareArgs& c) {
   using namespace nvfp4::bench;
+  check_commit_env("compare");
   if (c.rounds < 2) fail("compare", "--rounds must be >= 2 (got " + std::to_string(c.rounds) + ")");
   // --processes and --reps are range-checked by the parser (add_compare_command).
   const int processes = c.processes > 0 ? c.processes : default_processes(c.w);

@@ -355,6 +355,7 @@ TEST(Cli, FailuresExitNonZeroAndLeaveNothing) {
       {"tune --layout repacked --verify-batches 1 32 --out " + d / "t1.json", d / "t1.json",
        "--verify-batches takes decode batches of 1..16", 1},
       {"tune --decode-rounds 1 --out " + d / "t2.json", d / "t2.json", "--decode-rounds must be >= 2", 1},
+      {"tune --shapes exact/16x15 --out " + d / "t3.json", d / "t3.json", "K = 15 is not a multiple of 16", 1},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.args);
@@ -405,6 +406,24 @@ TEST(Cli, FailuresExitNonZeroAndLeaveNothing) {
     const auto r = test::run_cmd(std::string("NVFP4_NUM_THREADS=") + v + " '" + cli() + "' bench --backend cpu --shape 1,256,256 --seconds 0.01 --samples 1 --no-dense", d.path());
     EXPECT_NE(r.rc, 0) << v;
     EXPECT_NE(r.err.find("[NVFP4_NUM_THREADS] '" + std::string(v) + "' is not a thread count"), std::string::npos) << r.err;
+  }
+  // NVFP4_COMMIT names the commit in every report; a value that is not one was dropped silently
+  // (the report then asked git), now bench and compare refuse it before they run.
+  for (const char* v : {"abc", "zzzzzzz", "0123456789abcdef0123456789abcdef012345678", "abcdef0+dirty"}) {
+    for (const char* cmd : {"bench --backend cpu --shape 1,256,256 --seconds 0.01 --samples 1 --no-dense",
+                            "compare --backend cpu --a self --b self --shape 1,256,256 --rounds 2"}) {
+      const auto r = test::run_cmd(std::string("NVFP4_COMMIT='") + v + "' '" + cli() + "' " + cmd, d.path());
+      EXPECT_NE(r.rc, 0) << v << " " << cmd;
+      EXPECT_NE(r.err.find("NVFP4_COMMIT='" + std::string(v) + "' is not a commit"), std::string::npos) << r.err;
+    }
+  }
+  {
+    const auto r = test::run_cmd("NVFP4_COMMIT=0123abc+changes '" + cli() +
+                                     "' bench --backend cpu --shape 1,256,256 --seconds 0.01 --samples 1 --no-dense --json " +
+                                     (d / "commit.json"),
+                                 d.path());
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(json::parse(test::read_bytes(d / "commit.json")).at("commit"), "0123abc+changes");
   }
 
   // inspect --json on a path that is not UTF-8 (JSON text must be): the bytes become U+FFFD

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench.h"
+#include "bench/machine.h"
 #include "kernels/cuda/tuning_sm90.h"
 #include "nvfp4/error.h"
 
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
     else { std::fprintf(stderr, "unknown argument %s\n", a.c_str()); return 2; }
   }
   try {
+    bench::check_commit_env("nvfp4_bench_cuda");
     bench::Options o;
     o.dtype = dtype_from_name(dtype);
     o.cold = !warm;
@@ -81,7 +83,6 @@ int main(int argc, char** argv) {
     cudaDriverGetVersion(&drv);
     cudaRuntimeGetVersion(&rt);
     nlohmann::json j;
-    const char* commit = std::getenv("NVFP4_COMMIT");
     const std::time_t now = std::time(nullptr);
     char date[32];
     std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
@@ -92,7 +93,7 @@ int main(int argc, char** argv) {
     j["cuda_driver"] = drv;
     j["cuda_runtime"] = rt;
     j["driver"] = std::getenv("NVFP4_DRIVER") ? std::getenv("NVFP4_DRIVER") : "";
-    j["commit"] = commit ? commit : "";
+    j["commit"] = bench::git_commit();
     j["command"] = cmd;
     j["tuning"] = std::getenv("NVFP4_CUDA_TUNING") ? std::getenv("NVFP4_CUDA_TUNING") : "built-in";
     j["rows"] = nlohmann::json::array();

@@ -20,7 +20,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace nvfp4::cuda {
@@ -52,6 +54,8 @@ std::string gemv_shape_class(std::int64_t n, std::int64_t k);
 std::string gemv_exact_class(std::int64_t n, std::int64_t k);
 // True for a bucket name or a well-formed "exact/NxK" (N, K > 0).
 bool gemv_class_known(const std::string& cls);
+// (N, K) of a well-formed "exact/NxK", else nothing.
+std::optional<std::pair<std::int64_t, std::int64_t>> gemv_exact_shape(const std::string& cls);
 // The tuner's classes: the 9 buckets, then the exact decode shapes of Llama-3-8B (q/k/v/o,
 // fused qkv, gate/up, fused gate+up, down, lm_head; K = 4096 or 14336).
 std::vector<std::string> gemv_shape_classes();
