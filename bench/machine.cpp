@@ -102,12 +102,12 @@ void reset_peak_rss() {
 }
 
 namespace {
-// 7..40 lowercase hex digits, optionally "+changes" (what scripts/device_cuda.sh and
+// 7..40 hex digits, optionally "+changes" (what scripts/device_cuda.sh and
 // scripts/prebuilt_cuda.sh pass for a tree with tracked changes).
 bool commit_name_ok(const std::string& c) {
   const std::string hex = c.size() > 8 && c.compare(c.size() - 8, 8, "+changes") == 0 ? c.substr(0, c.size() - 8) : c;
   if (hex.size() < 7 || hex.size() > 40) return false;
-  return std::all_of(hex.begin(), hex.end(), [](char ch) { return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'); });
+  return std::all_of(hex.begin(), hex.end(), [](char ch) { return std::isxdigit(static_cast<unsigned char>(ch)) != 0; });
 }
 }  // namespace
 

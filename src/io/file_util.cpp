@@ -162,16 +162,15 @@ void write_file_atomic(const std::string& path_in, const char* op,
   const std::string tmp = tmp_name(path);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail(op, "cannot create '" + tmp + "': " + errno_text());
+  bool open_fd = true;  // a failed close must not be followed by a second one: the number may
+                        // already belong to a file another thread opened since
   try {
     fill(fd, tmp);
     if (::fsync(fd) != 0) fail(op, "cannot sync '" + tmp + "': " + errno_text());
-    const int rc = ::close(fd);
-    if (rc != 0) {
-      ::unlink(tmp.c_str());
-      fail(op, "cannot close '" + tmp + "': " + errno_text());
-    }
+    open_fd = false;
+    if (::close(fd) != 0) fail(op, "cannot close '" + tmp + "': " + errno_text());
   } catch (...) {
-    ::close(fd);
+    if (open_fd) ::close(fd);
     ::unlink(tmp.c_str());
     throw;
   }
