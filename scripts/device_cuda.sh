@@ -37,6 +37,9 @@ if [ -n "$(ls -A "$OUT" 2>/dev/null)" ]; then
   MOVED_NOTE="moved the files an earlier call left in $OUT to $EARLIER"
 fi
 RUN_START=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+# A marker older than every file this call writes: at the end, anything in $OUT not newer than it
+# is an earlier call's (see the end of the script).
+RUN_MARK=$(mktemp /tmp/nvfp4-run-mark.XXXXXX)
 LOG="$OUT/device.log"
 exec > >(tee -a "$LOG") 2>&1
 want() { for s in "${STEPS[@]}"; do [ "$s" = all ] || [ "$s" = "$1" ] && return 0; done; return 1; }
@@ -327,6 +330,18 @@ json_str() { local v=${1//\\/\\\\}; v=${v//\"/\\\"}; printf '"%s"' "$v"; }
 # NVFP4_OUT_TAR=1: pack everything under $OUT into $OUT/device-out.tgz and keep only that: the
 # device tool returns a limited number of files per call (a full run writes ~20; on 2026-12-01 one
 # run's replay JSONs and log did not come back and had to be measured again).
+# On 2026-12-03 (13:11 UTC) $OUT was empty when this script started, yet the tarball held CPU
+# results of 00:25 and 03:22 UTC that day: files can appear there from outside the call. Anything
+# not written after RUN_MARK is moved aside here, so the results are this call's alone.
+STALE=$(find "$OUT" -mindepth 1 -type f ! -newer "$RUN_MARK" | wc -l)
+if [ "$STALE" -gt 0 ]; then
+  EARLIER="${OUT%/}.earlier-$(date +%Y%m%d-%H%M%S)-end"
+  mkdir -p "$EARLIER"
+  find "$OUT" -mindepth 1 -type f ! -newer "$RUN_MARK" -exec mv -t "$EARLIER" {} +
+  find "$OUT" -mindepth 1 -type d -empty -delete
+  echo "moved $STALE files older than this call out of $OUT into $EARLIER" | tee -a "$LOG"
+fi
+rm -f "$RUN_MARK"
 if [ "${NVFP4_OUT_TAR:-0}" = 1 ]; then
   tar czf /tmp/nvfp4-device-out.tgz -C "$OUT" . && find "$OUT" -mindepth 1 -delete && mv /tmp/nvfp4-device-out.tgz "$OUT/device-out.tgz"
 fi
