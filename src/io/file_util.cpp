@@ -70,29 +70,24 @@ std::string read_text_file(const std::string& path, const char* op) {
   // fstat below then refuses anything that is not a regular file (FIFOs, /dev/zero, folders).
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail(op, "cannot open '" + path + "': " + errno_text());
+  // Closed on every way out, the string's allocation failing (up to kMaxTextFileBytes) included.
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
   struct stat st{};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(op, "'" + path + "' is not a regular file");
-  }
-  if (static_cast<std::uint64_t>(st.st_size) > kMaxTextFileBytes) {
-    ::close(fd);
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) fail(op, "'" + path + "' is not a regular file");
+  if (static_cast<std::uint64_t>(st.st_size) > kMaxTextFileBytes)
     fail(op, "'" + path + "' is " + std::to_string(st.st_size) + " bytes; a JSON side file may have at most " +
                  std::to_string(kMaxTextFileBytes));
-  }
   std::string text(static_cast<std::size_t>(st.st_size), '\0');
   std::size_t got = 0;
   while (got < text.size()) {
     const ssize_t r = ::read(fd, &text[got], text.size() - got);
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      const std::string why = r < 0 ? errno_text() : "the file shrank while it was read";
-      ::close(fd);
-      fail(op, "cannot read '" + path + "': " + why);
-    }
+    if (r <= 0) fail(op, "cannot read '" + path + "': " + (r < 0 ? errno_text() : "the file shrank while it was read"));
     got += static_cast<std::size_t>(r);
   }
-  ::close(fd);
   return text;
 }
 
