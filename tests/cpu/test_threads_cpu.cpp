@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -150,6 +151,31 @@ TEST(CpuThreads, ParallelForRunsEveryTaskOnceWithLateWorkers) {
     }
     stop = true;
     for (auto& h : hogs) h.join();
+  }
+}
+
+// A task that throws (the kernels do not, but an allocation inside one may): before, an exception
+// in a worker ended the process, and one in the caller left the workers running a destroyed
+// function. Now no further task starts, the call returns once the running ones end, the first
+// exception reaches the caller, and the pool serves the next call in full.
+TEST(CpuThreads, ParallelForRethrowsATasksExceptionAndStaysUsable) {
+  // (With one thread parallel_for runs the tasks in the caller: the same contract.)
+  for (int round = 0; round < 200; ++round) {
+    const std::int64_t bad = round % 64;
+    std::atomic<int> ran{0};
+    EXPECT_THROW(cpu::parallel_for(64,
+                                   [&](std::int64_t t) {
+                                     ran.fetch_add(1, std::memory_order_relaxed);
+                                     if (t == bad) throw std::runtime_error("task " + std::to_string(t));
+                                     std::this_thread::sleep_for(std::chrono::microseconds(t % 3 == 0 ? 20 : 0));
+                                   }),
+                 std::runtime_error)
+        << "round " << round;
+    EXPECT_GE(ran.load(), 1);
+    EXPECT_LE(ran.load(), 64);
+    std::vector<std::atomic<int>> runs(100);
+    cpu::parallel_for(100, [&](std::int64_t t) { runs[static_cast<std::size_t>(t)].fetch_add(1); });
+    for (std::size_t t = 0; t < runs.size(); ++t) ASSERT_EQ(runs[t].load(), 1) << "round " << round << " task " << t;
   }
 }
 

@@ -12,10 +12,12 @@
 #include <climits>
 #include <condition_variable>
 #include <cstdlib>
+#include <exception>
 #include <fstream>
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #if defined(__linux__)
@@ -85,15 +87,33 @@ class Pool {
       if (spins < 256) NVFP4_CPU_RELAX();
       else std::this_thread::yield();
     }
+    // No worker is inside any more, so error_ is settled; it is reset for the next region here.
+    std::exception_ptr error;
+    {
+      std::lock_guard<std::mutex> lk(error_mu_);
+      error = std::exchange(error_, nullptr);
+    }
+    if (error) std::rethrow_exception(error);
   }
 
  private:
+  // Runs tasks until none is left. A task that throws (the kernels do not, but an allocation
+  // inside one may) ends the handing out: its exception is kept, the first one wins, and run()
+  // rethrows it in the caller once no worker is inside. An exception escaping a worker thread
+  // would end the process, and one unwinding the caller while workers still ran fn would leave
+  // them a dangling function.
   void drain() {
     t_in_pool_task = true;
-    for (;;) {
-      const std::int64_t t = next_.fetch_add(1, std::memory_order_relaxed);
-      if (t >= n_tasks_) break;
-      (*fn_)(t);
+    try {
+      for (;;) {
+        const std::int64_t t = next_.fetch_add(1, std::memory_order_relaxed);
+        if (t >= n_tasks_) break;
+        (*fn_)(t);
+      }
+    } catch (...) {
+      next_.store(n_tasks_, std::memory_order_relaxed);  // hand out nothing more
+      std::lock_guard<std::mutex> lk(error_mu_);
+      if (!error_) error_ = std::current_exception();
     }
     t_in_pool_task = false;
   }
@@ -134,7 +154,8 @@ class Pool {
 
   int n_;
   std::vector<std::thread> workers_;
-  std::mutex call_mu_, mu_;
+  std::mutex call_mu_, mu_, error_mu_;
+  std::exception_ptr error_;  // the region's first exception from a task (guarded by error_mu_)
   std::condition_variable cv_;
   // region_: the open region's generation (bits 63..32, its low 32 bits), kClosed, and the count
   // of workers inside it (bits 30..0).

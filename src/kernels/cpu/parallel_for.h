@@ -34,7 +34,9 @@ int cpus_from_cgroup_quota(long long quota_us, long long period_us);
 int count_available_cpus();
 }  // namespace detail
 
-// fn must not throw (kernels report status, never throw).
+// fn should not throw (kernels report status). If a task throws anyway (an allocation failing),
+// no further task is started, the call waits for the tasks already running, and the first
+// exception is rethrown here; the pool stays usable.
 void parallel_for(std::int64_t n_tasks, const std::function<void(std::int64_t)>& fn);
 
 }  // namespace nvfp4::cpu
