@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -78,10 +79,24 @@ ProcessSampler::ProcessSampler(const std::string& variant, const std::vector<std
   }
   if (access(argv[0].c_str(), X_OK) != 0)
     fail("compare", "variant '" + variant + "': '" + argv[0] + "' is not an executable file");
+  // A child that dies makes the next write to it raise SIGPIPE, whose default action killed this
+  // process (exit 141) before it could say which variant failed: the write fails with EPIPE
+  // instead, and the read that follows reports the child's exit status.
+  std::signal(SIGPIPE, SIG_IGN);
   int in_pipe[2], out_pipe[2];
-  if (pipe(in_pipe) != 0 || pipe(out_pipe) != 0) fail("compare", std::string("pipe: ") + std::strerror(errno));
+  if (pipe(in_pipe) != 0) fail("compare", std::string("pipe: ") + std::strerror(errno));
+  if (pipe(out_pipe) != 0) {
+    const int err = errno;
+    close(in_pipe[0]);
+    close(in_pipe[1]);
+    fail("compare", std::string("pipe: ") + std::strerror(err));
+  }
   pid_ = fork();
-  if (pid_ < 0) fail("compare", std::string("fork: ") + std::strerror(errno));
+  if (pid_ < 0) {
+    const int err = errno;
+    for (const int fd : {in_pipe[0], in_pipe[1], out_pipe[0], out_pipe[1]}) close(fd);
+    fail("compare", std::string("fork: ") + std::strerror(err));
+  }
   if (pid_ == 0) {
     dup2(in_pipe[0], 0);
     dup2(out_pipe[1], 1);
@@ -101,14 +116,24 @@ ProcessSampler::ProcessSampler(const std::string& variant, const std::vector<std
   close(out_pipe[1]);
   to_ = fdopen(in_pipe[1], "w");
   from_ = fdopen(out_pipe[0], "r");
-  ready_ = read_line();
-  nlohmann::json j;
   try {
-    j = nlohmann::json::parse(ready_);
-  } catch (const nlohmann::json::exception&) {
-    fail("compare", "variant '" + variant + "': child did not answer with a ready line (got '" + ready_ + "')");
+    if (!to_ || !from_) fail("compare", std::string("fdopen: ") + std::strerror(errno));
+    ready_ = read_line();
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(ready_);
+    } catch (const nlohmann::json::exception&) {
+      fail("compare", "variant '" + variant + "': child did not answer with a ready line (got '" + ready_ + "')");
+    }
+    if (!j.value("ready", false)) fail("compare", "variant '" + variant + "': child not ready: " + ready_);
+  } catch (...) {
+    // No destructor runs for a constructor that throws: end the child here (it keeps its weights,
+    // on the GPU too, until it exits) and close the pipes.
+    if (!to_) close(in_pipe[1]);
+    if (!from_) close(out_pipe[0]);
+    shut_down();
+    throw;
   }
-  if (!j.value("ready", false)) fail("compare", "variant '" + variant + "': child not ready: " + ready_);
 }
 
 std::string ProcessSampler::read_line() {
@@ -139,17 +164,24 @@ double ProcessSampler::sample_us() {
   }
 }
 
-ProcessSampler::~ProcessSampler() {
+void ProcessSampler::shut_down() {
   if (to_) {
-    std::fputs("quit\n", to_);
-    std::fclose(to_);
+    if (pid_ > 0) std::fputs("quit\n", to_);  // a child already reaped gets nothing (EPIPE)
+    std::fclose(to_);  // EOF on its stdin ends the serve loop too
+    to_ = nullptr;
   }
-  if (from_) std::fclose(from_);
+  if (from_) {
+    std::fclose(from_);
+    from_ = nullptr;
+  }
   if (pid_ > 0) {
     int status = 0;
     waitpid(pid_, &status, 0);
+    pid_ = -1;
   }
 }
+
+ProcessSampler::~ProcessSampler() { shut_down(); }
 
 CompareRun run_interleaved(Sampler& a, Sampler& b, int rounds, int warmup, bool show) {
   if (rounds < 2) fail("compare", "rounds=" + std::to_string(rounds) + " must be >= 2");

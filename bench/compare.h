@@ -56,6 +56,7 @@ class ProcessSampler final : public Sampler {
 
  private:
   std::string read_line();
+  void shut_down();  // "quit" to a live child, close the pipes, reap it (the destructor, and a failed start)
   std::string variant_;
   int reps_;
   pid_t pid_ = -1;

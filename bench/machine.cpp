@@ -171,6 +171,15 @@ double host_read_bandwidth_gbps(double bytes, int passes) {
   for (int p = 0; p < passes; ++p) {
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<std::thread> pool;
+    // Joined on every way out: a thread that cannot be started (a pids cgroup limit) throws
+    // std::system_error, and destroying joinable threads would end the process instead.
+    struct JoinAll {
+      std::vector<std::thread>& v;
+      ~JoinAll() {
+        for (auto& th : v)
+          if (th.joinable()) th.join();
+      }
+    } join_all{pool};
     for (int t = 0; t < threads; ++t) {
       pool.emplace_back([&, t] {
         const std::size_t chunk = n / threads;

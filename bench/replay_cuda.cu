@@ -55,8 +55,11 @@ __global__ void fill_kernel(std::uint8_t* p, std::size_t n, std::uint64_t seed, 
   }
 }
 
-void fill(void* p, std::size_t n, std::uint64_t seed, int kind, float scale = 1.0f) {
-  fill_kernel<<<1024, 256>>>(static_cast<std::uint8_t*>(p), n, seed, kind, scale);
+// On the engine's stream: that stream is non-blocking, so it would not wait for fills on the
+// legacy stream (the shape bench found the same race on the H200: a GEMV read half-filled
+// weights, bench_cuda.cu), and the repacks and the validation run on it.
+void fill(cudaStream_t st, void* p, std::size_t n, std::uint64_t seed, int kind, float scale = 1.0f) {
+  fill_kernel<<<1024, 256, 0, st>>>(static_cast<std::uint8_t*>(p), n, seed, kind, scale);
   ck(cudaGetLastError(), "fill kernel launch");
 }
 
@@ -126,12 +129,12 @@ class CudaReplay final : public ReplayEngine {
       const std::int64_t m = linear_m(o, l);
       if (dense) {
         w_.emplace_back(nk * 2);
-        fill(w_.back().p, nk, ++seed, 2, 0.0625f);
+        fill(stream_, w_.back().p, nk, ++seed, 2, 0.0625f);
       } else {
         w_.emplace_back(nk / 2);
         s_.emplace_back(nk / kBlockSize);
-        fill(w_.back().p, nk / 2, ++seed, 0);
-        fill(s_.back().p, nk / kBlockSize, ++seed, 1);
+        fill(stream_, w_.back().p, nk / 2, ++seed, 0);
+        fill(stream_, s_.back().p, nk / kBlockSize, ++seed, 1);
         // Decode GEMV on weights repacked once at load (docs/perf-cuda.md 7), as an engine would,
         // with the codes placed for its activation dtype (codes_); the canonical bytes stay for
         // validation and for prefill (quantized_matmul: the wgmma GEMM up to 1024 rows, the dense
@@ -149,7 +152,7 @@ class CudaReplay final : public ReplayEngine {
       if (!x_.count(key)) {
         x_.emplace(key, DevBuf(static_cast<std::size_t>(m * l.k * dtype_size(xt))));
         if (xt == DType::kBF16) {
-          fill(x_.at(key).p, static_cast<std::size_t>(m * l.k), ++seed, 2);
+          fill(stream_, x_.at(key).p, static_cast<std::size_t>(m * l.k), ++seed, 2);
         } else {  // f16/f32 activations: generate on the host (small)
           std::vector<std::uint8_t> h(static_cast<std::size_t>(m * l.k * dtype_size(xt)));
           fill_random_activations(h.data(), xt, static_cast<std::size_t>(m * l.k), ++seed);
@@ -245,7 +248,7 @@ class CudaReplay final : public ReplayEngine {
     const std::int64_t m = linear_m(o_, l);
     const std::int64_t rows = std::min<std::int64_t>(m, 4);
     const int es = dtype_size(xt);
-    ck(cudaMemset(y_[0].p, 0xFF, static_cast<std::size_t>(m * l.n * es)), "poison");  // NaN in every dtype
+    ck(cudaMemsetAsync(y_[0].p, 0xFF, static_cast<std::size_t>(m * l.n * es), stream_), "poison");  // NaN in every dtype; on the stream that computes y
     matmul(0);
     ck(cudaStreamSynchronize(stream_), "validation run");
     const auto nk = static_cast<std::size_t>(l.n * l.k);
@@ -357,7 +360,7 @@ double cuda_read_bandwidth_gbps() {
   if (!cuda::available()) fail("bench", "cuda: " + cuda::unavailable_reason());
   const std::size_t bytes = std::size_t{2} << 30;  // 2 GiB: 34x the H200's 60 MiB L2
   DevBuf buf(bytes), out(16);
-  fill(buf.p, bytes, 99, 0);
+  fill(nullptr, buf.p, bytes, 99, 0);  // the legacy stream, as the read kernels below
   int dev = 0, sms = 0;
   ck(cudaGetDevice(&dev), "cudaGetDevice");
   ck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "SM count");

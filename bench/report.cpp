@@ -295,34 +295,7 @@ std::vector<RooflinePoint> roofline_points(const std::vector<ReplayResult>& rs, 
   return p;
 }
 
-void write_text(const std::string& path, const std::string& text) {
-  if (path == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
-    return;
-  }
-  struct stat st{};
-  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    // A symlink, a device or a pipe (/dev/stdout, a shell's >(...)): written in place as before.
-    // Replacing it by a rename would replace the link itself (on 2026-12-03 a first version of
-    // this function, run as root, turned /dev/stdout into a regular file).
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) fail("bench", "cannot open '" + path + "' for writing");
-    try {
-      io::write_all(fd, text.data(), text.size(), path, "bench");
-    } catch (...) {
-      ::close(fd);
-      throw;
-    }
-    ::close(fd);
-    return;
-  }
-  // A regular file, or none yet: atomic (a temporary file renamed into place), so a failure
-  // part-way (a full disk) leaves the previous file, or none, never a truncated report.
-  io::write_file_atomic(path, "bench", [&](int fd, const std::string& tmp) {
-    io::write_all(fd, text.data(), text.size(), tmp, "bench");
-  });
-}
+void write_text(const std::string& path, const std::string& text) { io::write_text_output(path, text, "bench"); }
 
 namespace {
 // Runs argv[0] (looked up in PATH) with argv, no shell in between (a path is never parsed as

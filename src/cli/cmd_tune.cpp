@@ -18,6 +18,7 @@
 #include "bench/compare.h"
 #include "bench/workload_cli.h"
 #include "cli/commands.h"
+#include "io/file_util.h"
 #include "kernels/cuda/tuning_sm90.h"
 #include "nvfp4/cuda.h"
 #include "nvfp4/error.h"
@@ -39,23 +40,11 @@ struct TuneArgs {
   bool no_verify = false;
 };
 
-// Written to PATH.tmp and renamed into place: a failed write never leaves a partial table.
+// Written atomically (a failed write never leaves a partial table); a symlink, device or pipe
+// such as /dev/stdout in place (io::write_text_output: a rename over /dev/stdout, as root, replaced
+// it by a regular file, as the bench's reports once did).
 void write_table(const std::string& path, const std::vector<cuda::GemvTableEntry>& t, const std::string& comment) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    if (!f) fail("tune", "cannot write '" + tmp + "'");
-    f << cuda::gemv_table_to_json(t, comment);
-    f.close();
-    if (!f) {
-      std::remove(tmp.c_str());
-      fail("tune", "write to '" + tmp + "' failed");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    fail("tune", "cannot rename '" + tmp + "' to '" + path + "'");
-  }
+  io::write_text_output(path, cuda::gemv_table_to_json(t, comment), "tune");
 }
 
 // The decode checks' workload: a.decode_model's first a.decode_layers layers on the GPU,

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -217,6 +218,32 @@ void StagingDir::commit() {
     fail(op_, "cannot rename '" + tmp_ + "' to '" + out_ + "': " + errno_text());
   committed_ = true;
   fsync_dir(parent_dir(out_), op_);
+}
+
+}  // namespace nvfp4::io
+
+namespace nvfp4::io {
+
+void write_text_output(const std::string& path, const std::string& text, const char* op) {
+  if (path == "-") {
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
+      fail(op, "cannot write to stdout: " + errno_text());
+    return;
+  }
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) fail(op, "cannot open '" + path + "' for writing: " + errno_text());
+    try {
+      write_all(fd, text.data(), text.size(), path, op);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    if (::close(fd) != 0) fail(op, "cannot close '" + path + "': " + errno_text());
+    return;
+  }
+  write_file_atomic(path, op, [&](int fd, const std::string& tmp) { write_all(fd, text.data(), text.size(), tmp, op); });
 }
 
 }  // namespace nvfp4::io

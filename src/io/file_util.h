@@ -40,6 +40,12 @@ void fsync_dir(const std::string& dir, const char* op);
 void write_file_atomic(const std::string& path, const char* op,
                        const std::function<void(int fd, const std::string& tmp_path)>& fill);
 
+// A report or table written where the user said: "-" is stdout; a symlink, device or pipe
+// (/dev/stdout, a shell's >(...)) is written in place (a rename would replace the link itself:
+// on 2026-12-03 one, run as root, turned /dev/stdout into a regular file); anything else
+// atomically (write_file_atomic), so a failure part-way leaves the previous file or none.
+void write_text_output(const std::string& path, const std::string& text, const char* op);
+
 // A staging folder <out>.tmp.<pid> that is removed (recursively) on destruction unless
 // commit() renamed it to <out>. The constructor checks <out> can be created: its parent is a
 // directory and <out> does not exist or is an empty directory.

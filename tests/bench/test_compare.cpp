@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <unistd.h>
+#include <thread>
+#include <sys/stat.h>
 
 #include "bench/compare.h"
 #include "nvfp4/error.h"
@@ -120,6 +122,35 @@ TEST(BenchCompare, VariantStrings) {
   EXPECT_THROW(parse_variant("bin 'open"), Error);
   EXPECT_THROW(parse_variant(""), Error);
   EXPECT_THROW(ProcessSampler("/no/such/binary", {}, 1), Error);
+}
+
+// A child that dies after its ready line: the next "run" written to it raised SIGPIPE, which
+// killed the parent (exit 141) before it said which variant failed. Now the sample is an Error
+// naming the variant and the child's exit status. A child that answers garbage at start is
+// ended and reaped by the failing constructor (no destructor runs for it).
+TEST(BenchCompare, ChildThatDiesIsAnErrorNotASignal) {
+  const std::string dir = ::testing::TempDir();
+  const std::string dies = dir + "/nvfp4_child_dies.sh", garbled = dir + "/nvfp4_child_garbled.sh";
+  {
+    std::ofstream(dies) << "#!/bin/sh\necho '{\"ready\": true}'\nexit 3\n";
+    std::ofstream(garbled) << "#!/bin/sh\necho 'hello'\nsleep 0.2\n";
+  }
+  ASSERT_EQ(::chmod(dies.c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(garbled.c_str(), 0755), 0);
+  ProcessSampler s(dies, {}, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let it exit: the write then hits a closed pipe
+  try {
+    s.sample_us();
+    ADD_FAILURE() << "no error for a child that exited";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("exited with status 3"), std::string::npos) << e.what();
+  }
+  try {
+    ProcessSampler g(garbled, {}, 1);
+    ADD_FAILURE() << "no error for a child without a ready line";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("did not answer with a ready line (got 'hello')"), std::string::npos) << e.what();
+  }
 }
 
 TEST(BenchCompare, ServeProtocol) {

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <vector>
 
 #include "kernels/cuda/repack_nvfp4_sm90.h"
@@ -69,6 +71,21 @@ TEST(CudaTuning, JsonRoundTripAndOverride) {
   cuda::gemv_clear_user_table();
   const auto builtin = cuda::gemv_lookup_tile(90, 4096, 14336);
   EXPECT_TRUE(cuda::gemv_tile_valid(builtin));
+}
+
+// A bad NVFP4_CUDA_TUNING file is an error on every lookup. It used to fail the first one only:
+// the table was marked loaded before it was read, so every later call ran on the built-in table
+// without a word.
+TEST(CudaTuning, BadUserTableFailsEveryLookup) {
+  const std::string bad = ::testing::TempDir() + "/nvfp4_bad_tuning.json";
+  std::ofstream(bad) << R"({"entries":[{"cc":90,"class":"nonsense","cols_per_warp":16,"warps_per_block":4,"k_split":1}]})";
+  ASSERT_EQ(::setenv("NVFP4_CUDA_TUNING", bad.c_str(), 1), 0);
+  cuda::gemv_forget_user_table();
+  for (int call = 0; call < 3; ++call) EXPECT_THROW(cuda::gemv_lookup_tile(90, 4096, 14336), Error) << "call " << call;
+  ::unsetenv("NVFP4_CUDA_TUNING");
+  cuda::gemv_forget_user_table();
+  EXPECT_TRUE(cuda::gemv_tile_valid(cuda::gemv_lookup_tile(90, 4096, 14336)));
+  cuda::gemv_clear_user_table();
 }
 
 TEST(CudaTuning, ExactClassesAndRepackedLayout) {

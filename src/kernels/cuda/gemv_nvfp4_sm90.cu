@@ -439,6 +439,8 @@ cudaError_t launch_wa(const GemvArgs& a, const GemvTile& tile, cudaStream_t stre
   // filled on GPU 0 left the launch on any other GPU of the process without it (cudaErrorInvalidValue
   // above 48 KB). A host-side attribute write, cheap next to the launch. The launch's own size, not
   // a fixed 200 KB: GPUs before Hopper refuse a value above what they allow per block.
+  // (Set and launch under smem_attribute_mutex(): another thread's size must not come between.)
+  std::lock_guard<std::mutex> lock(smem_attribute_mutex());
   const cudaError_t attr = cudaFuncSetAttribute(gemv_nvfp4_wa_kernel<F16, RT, NB>,
                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (attr != cudaSuccess) return attr;

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <mutex>
 #include <type_traits>
 
 #include "kernels/cuda/gemv_nvfp4_sm90.h"
@@ -288,6 +289,17 @@ __global__ void finalize_k_split(GemvArgs p, int k_split, const float* ws) {
   }
 }
 
+// Held from cudaFuncSetAttribute(MaxDynamicSharedMemorySize) to the launch it is for. The
+// attribute belongs to the function (and device), and each launch sets its own size, so without
+// the lock a second host thread launching the same kernel with less shared memory could set its
+// value between this thread's set and launch, which then fails with cudaErrorInvalidValue. Every
+// kernel is launched from the file that defines it, so this file-local lock covers its launches.
+// Uncontended it costs tens of ns against a launch's microseconds.
+inline std::mutex& smem_attribute_mutex() {
+  static std::mutex m;
+  return m;
+}
+
 // Launch with the programmatic-dependent-launch attribute when `pdl` (cudaLaunchKernelExC); a
 // plain launch carries no attribute at all (GPUs before sm_90 have no PDL).
 inline cudaError_t launch_pdl(const void* fn, dim3 grid, dim3 block, std::size_t smem, bool pdl, cudaStream_t stream,
@@ -327,13 +339,17 @@ inline cudaError_t launch_finalize_k_split(const GemvArgs& a, int k_split, const
 // ws kernel's tensor map).
 inline cudaError_t launch_split_k_gemm(const void* fn, dim3 grid, dim3 block, std::size_t smem, const GemvArgs& a,
                                        int k_split, void* workspace, cudaStream_t stream, void* extra = nullptr) {
-  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-  if (e != cudaSuccess) return e;
   GemvArgs args = a;
   int ks = k_split;
   float* ws = static_cast<float*>(workspace);
   void* kargs[] = {&args, &ks, &ws, extra};
-  e = launch_pdl(fn, grid, block, smem, a.pdl, stream, kargs);
+  cudaError_t e;
+  {
+    std::lock_guard<std::mutex> lock(smem_attribute_mutex());
+    e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (e != cudaSuccess) return e;
+    e = launch_pdl(fn, grid, block, smem, a.pdl, stream, kargs);
+  }
   if (e != cudaSuccess || ks == 1) return e;
   return launch_finalize_k_split(a, ks, ws, stream);
 }

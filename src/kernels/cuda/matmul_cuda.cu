@@ -40,7 +40,12 @@ namespace {
 constexpr int kMaxRows = 16;  // rows per GEMV launch (one m16 mma tile)
 
 void check(cudaError_t e, const char* op, const std::string& what) {
-  if (e != cudaSuccess) fail(op, what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+  if (e == cudaSuccess) return;
+  // Clear the thread's last error before throwing: the kernel launches read cudaGetLastError(),
+  // so an error reported here (a workspace allocation out of memory, caught by the caller) would
+  // otherwise fail the next call, whose own launch succeeded. A sticky error stays (CUDA keeps it).
+  (void)cudaGetLastError();
+  fail(op, what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
 }
 
 std::string shape_of(const MatrixView& x, const WeightView& w) {
@@ -217,6 +222,16 @@ void run_row_chunks(const char* op, const std::string& shape, const MatrixView& 
   a.y_dtype = static_cast<int>(y.dtype);
   a.y_stride = y.stride;
   cudaError_t err = cudaSuccess;
+  // launch() may throw (a tile the GPU cannot run, a bad tuning table): the workspace goes back
+  // to the pool (or, inside a capture, gets its free node) either way.
+  struct FreeWork {
+    std::uint16_t*& work;
+    cudaStream_t stream;
+    bool armed = true;
+    ~FreeWork() {
+      if (armed && work) (void)scratch_free(work, stream);
+    }
+  } guard{work, stream};
   for (std::int64_t m0 = 0; m0 < x.rows && err == cudaSuccess; m0 += chunk) {
     a.m_rows = static_cast<int>(std::min<std::int64_t>(chunk, x.rows - m0));
     a.y = static_cast<char*>(y.data) + m0 * y.stride * dtype_size(y.dtype);
@@ -237,6 +252,7 @@ void run_row_chunks(const char* op, const std::string& shape, const MatrixView& 
     }
     err = launch(a);
   }
+  guard.armed = false;
   if (work) {
     const cudaError_t e2 = scratch_free(work, stream);
     if (err == cudaSuccess) err = e2;

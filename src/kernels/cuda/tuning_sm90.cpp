@@ -134,13 +134,17 @@ std::mutex g_mu;
 bool g_user_loaded = false;
 std::vector<GemvTableEntry> g_user;
 
+// Marked loaded only once it has loaded: a bad NVFP4_CUDA_TUNING file used to fail the first call
+// only, and every later call then ran on the built-in table without a word. Now each call fails
+// with the file's error.
 void load_env_table_locked() {
   if (g_user_loaded) return;
-  g_user_loaded = true;
   const char* path = std::getenv("NVFP4_CUDA_TUNING");
-  if (!path || !*path) return;
-  if (!io::path_exists(path)) fail("cuda tuning", std::string("NVFP4_CUDA_TUNING file '") + path + "' does not exist");
-  g_user = gemv_table_from_json(io::read_text_file(path, "cuda tuning"), path);  // a regular file only
+  if (path && *path) {
+    if (!io::path_exists(path)) fail("cuda tuning", std::string("NVFP4_CUDA_TUNING file '") + path + "' does not exist");
+    g_user = gemv_table_from_json(io::read_text_file(path, "cuda tuning"), path);  // a regular file only
+  }
+  g_user_loaded = true;
 }
 
 const GemvTableEntry* find(const std::vector<GemvTableEntry>& t, int cc, const std::string& cls, GemvLayout layout,
@@ -363,6 +367,12 @@ void gemv_set_user_table(const std::vector<GemvTableEntry>& entries) {
 void gemv_clear_user_table() {
   std::lock_guard<std::mutex> lock(g_mu);
   g_user_loaded = true;
+  g_user.clear();
+}
+
+void gemv_forget_user_table() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_user_loaded = false;
   g_user.clear();
 }
 
