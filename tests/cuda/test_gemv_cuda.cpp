@@ -30,6 +30,7 @@
 
 #include "cuda/cuda_test_util.h"
 #include "kernels/cuda/cuda_host.h"
+#include "kernels/cuda/graph_timing.h"
 #include "kernels/cuda/matmul_cuda.h"
 #endif
 
@@ -44,6 +45,31 @@ TEST(Cuda, Backend) {
 
 
 using namespace cudatest;  // NOLINT: the shared helpers (cuda_test_util.h)
+
+// A launch that throws while graph_us_per_call captures (the tuner's and the bench's timing):
+// the capture is ended and the stream takes work again. Before, it stayed capturing, and every
+// later operation on it, or a cudaFree from this thread, was refused.
+TEST(CudaGraphTiming, ALaunchThatThrowsEndsTheCapture) {
+  REQUIRE_GPU();
+  cudaStream_t st;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+  void* buf = nullptr;
+  ASSERT_EQ(cudaMalloc(&buf, 1024), cudaSuccess);
+  EXPECT_THROW(cuda::graph_us_per_call(st, 4, 2,
+                                       [&](int i) {
+                                         if (i == 2) fail("test", "launch 2 throws");
+                                         ASSERT_EQ(cudaMemsetAsync(buf, i, 1024, st), cudaSuccess);
+                                       }),
+               Error);
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusActive;
+  ASSERT_EQ(cudaStreamIsCapturing(st, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusNone);
+  EXPECT_EQ(cudaMemsetAsync(buf, 7, 1024, st), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+  EXPECT_GT(cuda::graph_us_per_call(st, 2, 2, [&](int) { cudaMemsetAsync(buf, 1, 1024, st); }), 0.0);
+  EXPECT_EQ(cudaFree(buf), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(st), cudaSuccess);
+}
 
 TEST(CudaGemv, OneHotRecoversDequantizedWeightsExactly) {
   REQUIRE_GPU();

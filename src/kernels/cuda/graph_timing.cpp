@@ -18,30 +18,46 @@ void ck(cudaError_t e, const char* what) {
 
 double graph_us_per_call(cudaStream_t stream, int calls, int reps, const std::function<void(int)>& launch) {
   if (calls < 1 || reps < 1) fail("graph timing", "calls and reps must be >= 1");
-  cudaGraph_t graph;
+  // Every CUDA object is released on every way out, and a launch that throws mid-capture ends the
+  // capture first: a stream left capturing refuses later work (and cudaFree from this thread).
+  struct Objects {
+    cudaStream_t stream;
+    bool capturing = false;
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    cudaEvent_t e0 = nullptr, e1 = nullptr;
+    ~Objects() {
+      if (capturing) {
+        cudaGraph_t g = nullptr;
+        (void)cudaStreamEndCapture(stream, &g);
+        if (g) cudaGraphDestroy(g);
+        (void)cudaGetLastError();  // the failed capture's error is not the caller's next one
+      }
+      if (e0) cudaEventDestroy(e0);
+      if (e1) cudaEventDestroy(e1);
+      if (exec) cudaGraphExecDestroy(exec);
+      if (graph) cudaGraphDestroy(graph);
+    }
+  } o{stream};
   ck(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "begin capture");
+  o.capturing = true;
   for (int i = 0; i < calls; ++i) launch(i);
-  ck(cudaStreamEndCapture(stream, &graph), "end capture");
-  cudaGraphExec_t exec;
-  ck(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
-  cudaEvent_t e0, e1;
-  ck(cudaEventCreate(&e0), "event");
-  ck(cudaEventCreate(&e1), "event");
-  ck(cudaGraphLaunch(exec, stream), "warm-up launch");
+  o.capturing = false;
+  ck(cudaStreamEndCapture(stream, &o.graph), "end capture");
+  ck(cudaGraphInstantiate(&o.exec, o.graph, 0), "instantiate");
+  ck(cudaEventCreate(&o.e0), "event");
+  ck(cudaEventCreate(&o.e1), "event");
+  ck(cudaGraphLaunch(o.exec, stream), "warm-up launch");
   std::vector<double> us;
   for (int r = 0; r < reps; ++r) {
-    ck(cudaEventRecord(e0, stream), "record");
-    ck(cudaGraphLaunch(exec, stream), "graph launch");
-    ck(cudaEventRecord(e1, stream), "record");
-    ck(cudaEventSynchronize(e1), "sync");
+    ck(cudaEventRecord(o.e0, stream), "record");
+    ck(cudaGraphLaunch(o.exec, stream), "graph launch");
+    ck(cudaEventRecord(o.e1, stream), "record");
+    ck(cudaEventSynchronize(o.e1), "sync");
     float ms = 0;
-    ck(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
+    ck(cudaEventElapsedTime(&ms, o.e0, o.e1), "elapsed");
     us.push_back(1000.0 * ms / calls);
   }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   std::nth_element(us.begin(), us.begin() + static_cast<std::ptrdiff_t>(us.size() / 2), us.end());
   return us[us.size() / 2];
 }
