@@ -19,7 +19,6 @@
 
 #include "bench/compare.h"
 #include "bench/machine.h"
-#include "bench/machine.h"
 #include "bench/report.h"
 #include "bench/workload_cli.h"
 #include "cli/commands.h"

@@ -220,10 +220,6 @@ void StagingDir::commit() {
   fsync_dir(parent_dir(out_), op_);
 }
 
-}  // namespace nvfp4::io
-
-namespace nvfp4::io {
-
 void write_text_output(const std::string& path, const std::string& text, const char* op) {
   if (path == "-") {
     if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
