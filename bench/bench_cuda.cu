@@ -409,7 +409,10 @@ std::vector<Row> run_cuda(const Options& opts) {
       l.gflops = 2.0 * s.m * s.n * s.k / l.us_median / 1e3;
       rows.push_back(l);
     }
-    if (cuda::repack_for_gemv_sm90_supported(s.n, s.k)) {
+    // NVFP4_BENCH_REPACKED=0 leaves out the repacked rows below (prefill sweeps: at M in the
+    // thousands they are not what runs, and the GEMV in launches of 16 rows takes most of the time).
+    const char* rp_env = std::getenv("NVFP4_BENCH_REPACKED");
+    if (!(rp_env && *rp_env == '0') && cuda::repack_for_gemv_sm90_supported(s.n, s.k)) {
       // Side-by-side: the same weights repacked once (cuda::repack_for_gemv_sm90, not timed)
       // into the gemv_sm90 layout, same rotation; each variant validated against the oracle
       // like the canonical row (docs/perf-cuda.md 7, 9). fp16 rows get fp16 codes, as an fp16

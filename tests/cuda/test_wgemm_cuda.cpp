@@ -274,13 +274,14 @@ TEST(CudaWgemm, EpilogueEdgesAndStrides) {
 }
 
 // The public call at M > 16: bf16 and fp16 rows with K % 64 == 0 run the wgmma GEMM up to
-// kWgemmMaxRows; fp32 rows, K % 64 != 0 and larger M keep the dense-panel path. Results match
-// the oracle either way.
+// kWgemmAllRows (above it only where wgemm_preferred, never at N = 96: PreferredOverPanelRule);
+// fp32 rows, K % 64 != 0 and larger M keep the dense-panel path. Results match the oracle either
+// way.
 TEST(CudaWgemm, PublicRoute) {
   REQUIRE_GPU();
   const std::uint64_t seed = 4242;
   SCOPED_TRACE("seed " + std::to_string(seed));
-  const std::int64_t big = cuda::kWgemmMaxRows;
+  const std::int64_t big = cuda::kWgemmAllRows;
   for (const auto& [dt, k, m, want_gemm] :
        {std::tuple<DType, std::int64_t, std::int64_t, bool>{DType::kBF16, 512, 17, true}, {DType::kBF16, 512, big, true},
         {DType::kBF16, 512, big + 1, false}, {DType::kF16, 512, 17, true}, {DType::kF16, 512, big + 1, false},
@@ -333,6 +334,26 @@ TEST(CudaWgemm, PickTileRule) {
     EXPECT_EQ(t.k_split, c.k_split) << what;
     EXPECT_EQ(t.consumers, c.consumers) << what;
   }
+}
+
+// Where the built-in route takes the wgmma GEMM over the dense panel at 1025..2048 rows (host
+// code, runs without a GPU): grids that fill >= 90% of their last wave, N >= 4096. The cases are
+// the Llama-3-8B prefill linears the H200 A/Bs measured (docs/perf-cuda.md 55): at 2048 rows q / o,
+// gate / up, down and the fused q/k/v fill 97% and take the GEMM, k / v (N = 1024) the panel; at
+// 1536 rows (73-85%) every one the panel.
+TEST(CudaWgemm, PreferredOverPanelRule) {
+  struct Case {
+    std::int64_t m, n, k;
+    bool gemm;
+  };
+  const Case cases[] = {
+      {2048, 4096, 4096, true},   {2048, 14336, 4096, true},  {2048, 4096, 14336, true},  {2048, 6144, 4096, true},
+      {2048, 28672, 4096, true},  {2048, 1024, 4096, false},  {1536, 4096, 4096, false},  {1536, 14336, 4096, false},
+      {1536, 4096, 14336, false}, {1280, 4096, 4096, false},  {2048, 2048, 4096, false},
+  };
+  for (const Case& c : cases)
+    EXPECT_EQ(cuda::wgemm_preferred(132, c.n, c.k, c.m), c.gemm)
+        << c.m << " x " << c.n << " x " << c.k;
 }
 
 // Non-finite activations: rows with +Inf, NaN and -Inf at one k each give NaN exactly where the

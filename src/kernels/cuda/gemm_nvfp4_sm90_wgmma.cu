@@ -714,6 +714,15 @@ WgemmTile wgemm_pick_tile(int sms, std::int64_t n, std::int64_t k, std::int64_t 
   return t;
 }
 
+bool wgemm_preferred(int sms, std::int64_t n, std::int64_t k, std::int64_t m) {
+  if (n < 4096) return false;
+  sms = std::max(sms, 1);
+  const WgemmTile t = wgemm_pick_tile(sms, n, k, m);
+  const std::int64_t blocks = ((n + ws_rows(t.consumers) - 1) / ws_rows(t.consumers)) * ((m + t.bn - 1) / t.bn) * t.k_split;
+  const std::int64_t waves = (blocks + sms - 1) / sms;
+  return 10 * blocks >= 9 * waves * sms;
+}
+
 std::size_t wgemm_workspace_bytes(const GemvArgs& a, const WgemmTile& t) {
   return t.k_split <= 1 ? 0 : static_cast<std::size_t>(t.k_split) * a.m_rows * a.n * sizeof(float);
 }

@@ -7,7 +7,8 @@
 //   prepared anything else (fp32, odd strides, unaligned, K' < K padding): one small kernel
 //            writes 16-bit rows (fp32 -> 3 exact bf16 pieces, zero padding past K') into a
 //            stream-ordered workspace (scratch.h: a retained pool; cudaMallocAsync when captured).
-// M = 17..1024 with bf16/fp16 rows: the wgmma GEMM (gemm_nvfp4_sm90_wgmma.cu; kWgemmMaxRows); larger
+// M = 17..1024 with bf16/fp16 rows: the wgmma GEMM (gemm_nvfp4_sm90_wgmma.cu; kWgemmAllRows), and up to 2048
+// where its grid fills the GPU (wgemm_preferred); larger
 // M (prefill) and fp32 rows: gemm_nvfp4_cublas.cu (decode to a dense panel + cuBLAS, near
 // the dense rate: see its header). With an explicit tile (tests, tuner) the GEMV runs once per chunk of 16
 // rows instead, so every tile can be checked at any M. Repacked weights from 25 virtual rows
@@ -353,7 +354,8 @@ void quantized_matmul_tile(const MatrixView& x, const WeightView& w, const Matri
   require_valid_tile(op, tile_in);
   cudaStream_t stream = static_cast<cudaStream_t>(stream_v);
   if (!tile_in && x.rows > kMaxRows) {
-    if (x.rows <= kWgemmMaxRows && hopper_paths() && wgemm_applies(x, w)) {
+    if (x.rows <= kWgemmMaxRows && hopper_paths() && wgemm_applies(x, w) &&
+        (x.rows <= kWgemmAllRows || wgemm_preferred(device_info().sms, w.n, w.k, x.rows))) {
       run_wgemm(op, shape, x, w, y, stream, nullptr, kernel_name);
       return;
     }

@@ -59,15 +59,16 @@ constexpr std::int64_t kRgemmMinVirtualRows = 25;
 // Tile: the table's 9..16-row entry, at 16 rows per warp.
 constexpr std::int64_t kRpWideMaxVirtualRows = 32;
 constexpr std::int64_t kRpWideMaxWeights = std::int64_t{4096} * 4096;
-// Canonical weights, bf16/fp16 rows: from 17 up to this many rows the wgmma GEMM, above it the
-// dense panel + cuBLAS. The panel decodes every weight to bf16 once per call, whatever M; the
-// GEMM decodes each weight once per 256 rows, in registers. H200, 2026-12-01, us, GEMM / panel
-// (docs/perf-cuda.md 29, since the GEMM's epilogue goes through shared memory): M = 1024
-// 14336 x 4096 219 / 232-236, 28672 x 4096 414 / 457, 4096 x 14336 197 / 226, 6144 x 4096
-// 109 / 106; M = 2048 14336 x 4096 402 / 395, 4096 x 14336 392 / 387. Llama-3-8B prefill with
-// the GEMM at every M against this rule's predecessor (panel above 256): P = 512 -23.6%,
-// P = 1024 -3.6%, P = 2048 +2.8%.
-constexpr std::int64_t kWgemmMaxRows = 1024;
+// Canonical weights, bf16/fp16 rows: from 17 up to kWgemmAllRows rows the wgmma GEMM; up to
+// kWgemmMaxRows where wgemm_preferred (gemm_nvfp4_sm90_wgmma.h) says its grid fills the GPU;
+// otherwise the dense panel + cuBLAS. The panel decodes every weight to bf16 once per call,
+// whatever M; the GEMM decodes each weight once per 256 rows, in registers. H200, 2026-12-01, us,
+// GEMM / panel (docs/perf-cuda.md 29, since the GEMM's epilogue goes through shared memory):
+// M = 1024 14336 x 4096 219 / 232-236, 28672 x 4096 414 / 457, 4096 x 14336 197 / 226, 6144 x
+// 4096 109 / 106. Llama-3-8B prefill with the GEMM at every M against this rule's predecessor
+// (panel above 256): P = 512 -23.6%, P = 1024 -3.6%, P = 2048 +2.8% (then).
+constexpr std::int64_t kWgemmAllRows = 1024;
+constexpr std::int64_t kWgemmMaxRows = 2048;
 // RepackedMatmulOptions::weights_read_early is honoured in launches of at most this many virtual
 // rows: the M <= 8 kernel (docs/perf-cuda.md 19.2) and, at 16 rows per warp, the M = 9..16 one
 // (§33), each where the table has an entry tuned for it.
