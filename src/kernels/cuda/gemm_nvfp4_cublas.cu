@@ -39,7 +39,19 @@ LockedHandle handle_for_current_device() {
   check(cudaGetDevice(&dev), "cudaGetDevice");
   if (dev < 0 || dev >= 64) fail(kOp, "device index " + std::to_string(dev) + " out of range");
   std::unique_lock<std::mutex> lock(mu[dev]);
-  if (!handles[dev]) check(cublasCreate(&handles[dev]), "cublasCreate");
+  if (!handles[dev]) {
+    // cublasCreate allocates device memory, which CUDA refuses while a stream is being captured in
+    // the global mode (CUDA programming guide, "Prohibited and unhandled operations"). The first
+    // panel call of a process can come inside a capture: a Llama-3-8B prefill graph whose first
+    // linears ran the wgmma GEMM failed with "cublasCreate: cuBLAS status 1" (H200, 2026-12-03).
+    // This thread's relaxed mode allows the allocation, which is not part of the graph.
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    check(cudaThreadExchangeStreamCaptureMode(&mode), "cudaThreadExchangeStreamCaptureMode");
+    const cublasStatus_t created = cublasCreate(&handles[dev]);
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    if (created != CUBLAS_STATUS_SUCCESS) handles[dev] = nullptr;
+    check(created, "cublasCreate");
+  }
   return {handles[dev], std::move(lock)};
 }
 
