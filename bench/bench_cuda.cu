@@ -375,7 +375,7 @@ std::vector<Row> run_cuda(const Options& opts) {
       const bool wgemm_ok = sw && dt != DType::kF32 && cuda::hopper_paths() &&
                             cuda::wgemm_supported(wview(0).packed, wview(0).scales, s.n, s.k);
       // NVFP4_BENCH_WG_SWEEP=pick: only the block shape wgemm_pick_tile chooses, at any M (row
-      // "nvfp4_ws_pick"; above kWgemmMaxRows the default route is the panel).
+      // "nvfp4_ws_pick"; above kWgemmMaxRows, or where wgemm_preferred says no, the default route is the panel).
       if (wgemm_ok && std::strcmp(sw, "pick") == 0)
         variant_row("nvfp4_ws_pick", "", [&](std::size_t c, std::string* kname) {
           cuda::quantized_matmul_wgemm(xv, wview(c), yv, st, nullptr, kname);

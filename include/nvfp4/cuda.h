@@ -26,7 +26,7 @@ bool available();
 // Empty when available(); else why not, in one sentence (no device, a GPU older than sm_80, or a
 // build without code for this GPU).
 std::string unavailable_reason();
-// available() on an sm_90 GPU with this build's sm_90a code: the wgmma GEMM (17..1024 rows) and
+// available() on an sm_90 GPU with this build's sm_90a code: the wgmma GEMM (17..2048 rows) and
 // the overlapped (PDL) launches. Elsewhere those rows take the dense panel + cuBLAS and every
 // launch is a plain one; the results are the same functions within the documented tolerances.
 bool hopper_paths();
@@ -44,8 +44,9 @@ void release_scratch();
 
 // y = x . dequant(w)^T on device pointers, asynchronous on `stream`. Validates the arguments
 // (throws nvfp4::Error) and checks launch errors. On Hopper: up to 16 rows the GEMV; 17..1024
-// bf16/fp16 rows the wgmma GEMM that decodes the weights in registers; more rows, or fp32 rows,
-// a dense bf16/fp16/fp32 panel + cuBLAS (docs/perf-cuda.md 22, 26, 29). Before Hopper (no wgmma):
+// bf16/fp16 rows the wgmma GEMM that decodes the weights in registers, and 1025..2048 rows where
+// its grid fills the GPU (N >= 4096, >= 90% of its last wave); other rows, or fp32 rows, a dense
+// bf16/fp16/fp32 panel + cuBLAS (docs/perf-cuda.md 22, 26, 29, 55). Before Hopper (no wgmma):
 // the GEMV up to 16 rows, the panel + cuBLAS above.
 void quantized_matmul(const MatrixView& x, const WeightView& w, const MatrixView& y,
                       void* stream = nullptr);

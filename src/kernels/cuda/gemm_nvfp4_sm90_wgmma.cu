@@ -1,5 +1,5 @@
 // kernels/cuda/gemm_nvfp4_sm90_wgmma.cu -- the wgmma GEMM ("ws") on the canonical checkpoint
-// layout, for batched decode and prefills with bf16 or fp16 activations (M = 17..1024) on
+// layout, for batched decode and prefills with bf16 or fp16 activations (M = 17..2048, wgemm_preferred) on
 // Hopper: warp-specialized, a producer warpgroup and two or three consumer warpgroups, 64, 128
 // or 256 activation rows per block. (A first kernel, "wg", with two warpgroups that both copied and
 // computed, ran M <= 64 until the ws kernel at 64 rows measured 4-12% faster at every shape;
