@@ -314,47 +314,46 @@ TEST(CudaDevices, EveryGpuGivesTheBitsOfGpuZero) {
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
 }
 
-// The process's first dense-panel call made inside a stream capture (global mode, the strictest):
-// its cuBLAS handle, created on first use, allocates device memory, which a capture forbids
-// unless the creating thread relaxes it. A Llama-3-8B prefill graph whose first linears ran the
-// wgmma GEMM failed this way on 2026-12-03 ("cublasCreate: cuBLAS status 1"). Run in a fresh
-// process (a death test re-executes this binary), so no earlier call has made the handle; the
-// graph's result has the bits of a direct call.
-TEST(CudaGraphs, FirstPanelCallInsideACaptureCreatesItsHandle) {
+// A process's first calls of every path made inside a stream capture (global mode, the strictest):
+// whatever a path creates on first use (the dense panel's cuBLAS handle, scratch pools, a
+// kernel's shared-memory attribute, the wgmma GEMM's tensor-map encoder) must be creatable there.
+// The cuBLAS handle was not: a Llama-3-8B prefill graph whose first linears ran the wgmma GEMM
+// failed with "cublasCreate: cuBLAS status 1" on 2026-12-03 (its creation allocates device memory,
+// which a global-mode capture forbids; it is now made in the thread's relaxed mode). Run in a
+// fresh process (a death test re-executes this binary), so no earlier call has created anything;
+// the weights are repacked before the capture, as an engine does at load. The graph's outputs
+// have the bits of the same calls made directly afterwards. Exit codes: 2 setup, 3 a captured call
+// threw (message on stderr), 4 capture / launch, 5 copies, 6 different bits.
+TEST(CudaGraphs, FirstCallsOfEveryPathInsideACapture) {
   REQUIRE_GPU();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const std::uint64_t seed = 5151;
   SCOPED_TRACE("seed " + std::to_string(seed));
   auto child = [&]() {
-    const std::int64_t n = 256, k = 512, m = 40;
-    const QuantizedWeight qw = random_weight(n, k, seed);
-    const Tensor x = random_x(DType::kF32, m, k, seed + 1);  // fp32 rows: always the panel
-    const DeviceCopy dp(qw.packed.data(), qw.packed.size()), ds(qw.scales.data(), qw.scales.size());
-    const DeviceCopy dx(x.data(), x.bytes.size());
-    void* y[2] = {};
-    cudaStream_t st = nullptr;
+    const QuantizedWeight qw = random_weight(kN, kK, seed);
+    Workload w(qw, seed, 2);
     cudaGraph_t g = nullptr;
     cudaGraphExec_t ge = nullptr;
-    const WeightView w{static_cast<const std::uint8_t*>(dp.p), static_cast<const std::uint8_t*>(ds.p), qw.tensor_scale(), n, k};
-    bool ok = cudaMalloc(&y[0], m * n * 4) == cudaSuccess && cudaMalloc(&y[1], m * n * 4) == cudaSuccess &&
-              cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) == cudaSuccess &&
-              cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal) == cudaSuccess;
-    if (!ok) std::exit(2);
-    try {
-      cuda::quantized_matmul(MatrixView{dx.p, DType::kF32, m, k, k}, w, MatrixView{y[0], DType::kF32, m, n, n}, st);
-    } catch (const Error& e) {
-      std::fprintf(stderr, "captured call: %s\n", e.what());
-      std::exit(3);
+    if (cudaStreamBeginCapture(w.stream, cudaStreamCaptureModeGlobal) != cudaSuccess) std::exit(2);
+    for (int c = 0; c < kNumCalls; ++c) {
+      try {
+        w.run(c, 0);
+      } catch (const Error& e) {
+        std::fprintf(stderr, "captured call %s: %s\n", kCalls[c].name, e.what());
+        std::exit(3);
+      }
     }
-    ok = cudaStreamEndCapture(st, &g) == cudaSuccess && cudaGraphInstantiate(&ge, g, 0) == cudaSuccess &&
-         cudaGraphLaunch(ge, st) == cudaSuccess && cudaStreamSynchronize(st) == cudaSuccess;
-    if (!ok) std::exit(4);
-    cuda::quantized_matmul(MatrixView{dx.p, DType::kF32, m, k, k}, w, MatrixView{y[1], DType::kF32, m, n, n}, st);
-    std::vector<std::uint8_t> a(m * n * 4), b(m * n * 4);
-    if (cudaStreamSynchronize(st) != cudaSuccess || cudaMemcpy(a.data(), y[0], a.size(), cudaMemcpyDeviceToHost) != cudaSuccess ||
-        cudaMemcpy(b.data(), y[1], b.size(), cudaMemcpyDeviceToHost) != cudaSuccess)
-      std::exit(5);
-    std::exit(a == b ? 0 : 6);
+    if (cudaStreamEndCapture(w.stream, &g) != cudaSuccess || cudaGraphInstantiate(&ge, g, 0) != cudaSuccess ||
+        cudaGraphLaunch(ge, w.stream) != cudaSuccess || cudaStreamSynchronize(w.stream) != cudaSuccess)
+      std::exit(4);
+    for (int c = 0; c < kNumCalls; ++c) w.run(c, 1);
+    if (cudaStreamSynchronize(w.stream) != cudaSuccess) std::exit(5);
+    for (int c = 0; c < kNumCalls; ++c)
+      if (w.bits(c, 0) != w.bits(c, 1)) {
+        std::fprintf(stderr, "%s: the graph's bits differ from the direct call's\n", kCalls[c].name);
+        std::exit(6);
+      }
+    std::exit(0);
   };
   EXPECT_EXIT(child(), ::testing::ExitedWithCode(0), "");
 }
