@@ -1,9 +1,9 @@
 // kernels/cuda/gemm_nvfp4_sm90_wgmma.cu -- the wgmma GEMM ("ws") on the canonical checkpoint
-// layout, for batched decode and prefills with bf16 or fp16 activations (M = 17..2048, wgemm_preferred) on
-// Hopper: warp-specialized, a producer warpgroup and two or three consumer warpgroups, 64, 128
-// or 256 activation rows per block. (A first kernel, "wg", with two warpgroups that both copied and
-// computed, ran M <= 64 until the ws kernel at 64 rows measured 4-12% faster at every shape;
-// docs/perf-cuda.md 22, 28.)
+// layout, for batched decode and prefills with bf16 or fp16 activations (M = 17..1024, and up to
+// 2048 where wgemm_preferred) on Hopper: warp-specialized, a producer warpgroup and two or three
+// consumer warpgroups, 64, 128 or 256 activation rows per block. (A first kernel, "wg", with two
+// warpgroups that both copied and computed, ran M <= 64 until the ws kernel at 64 rows measured
+// 4-12% faster at every shape; docs/perf-cuda.md 22, 28.)
 //
 // Why: without FP4 tensor cores, prefill used to decode each weight into a dense bf16 panel
 // and run cuBLAS (gemm_nvfp4_cublas.h): 0.90x dense bf16, the panel's write and read costing
@@ -718,7 +718,8 @@ bool wgemm_preferred(int sms, std::int64_t n, std::int64_t k, std::int64_t m) {
   if (n < 4096) return false;
   sms = std::max(sms, 1);
   const WgemmTile t = wgemm_pick_tile(sms, n, k, m);
-  const std::int64_t blocks = ((n + ws_rows(t.consumers) - 1) / ws_rows(t.consumers)) * ((m + t.bn - 1) / t.bn) * t.k_split;
+  const std::int64_t rows = ws_rows(t.consumers);
+  const std::int64_t blocks = ((n + rows - 1) / rows) * ((m + t.bn - 1) / t.bn) * t.k_split;
   const std::int64_t waves = (blocks + sms - 1) / sms;
   return 10 * blocks >= 9 * waves * sms;
 }

@@ -1,7 +1,7 @@
 // kernels/cuda/gemm_nvfp4_sm90_wgmma.h -- internal launch interface of the wgmma GEMM ("ws": a
 // producer warpgroup and two or three consumer warpgroups) on the canonical checkpoint layout:
-// batched decode and prefills (M = 17..1024, and up to 2048 where wgemm_preferred; matmul_cuda.h) with bf16 or fp16
-// activations on Hopper. The weights are read as they are stored (no repack) and decoded in
+// batched decode and prefills (M = 17..1024, and up to 2048 where wgemm_preferred; matmul_cuda.h)
+// with bf16 or fp16 activations on Hopper. The weights are read as they are stored (no repack) and decoded in
 // registers straight into wgmma's A fragments; the activations are wgmma's B operand in shared
 // memory. No validation here: the API layer (matmul_cuda.cu) validates once
 // and throws.
@@ -42,8 +42,8 @@ WgemmTile wgemm_pick_tile(int sms, std::int64_t n, std::int64_t k, std::int64_t 
 // (up to 1024 it always does): where the built-in tile's grid fills at least 90% of its last wave
 // and N >= 4096. Why: at 2048 rows the GEMM wins by 3-4% where its grid fills 97% of its waves
 // (14336 x 4096, 4096 x 4096, 4096 x 14336, 6144 x 4096); Llama-3-8B prefill P = 1536, whose
-// grids fill 73-85%, ran 4.3% slower on it than on the panel, and N = 1024 (k / v) slower at 1024
-// and 2048 rows (H200, 2026-12-03, docs/perf-cuda.md 55).
+// grids fill 73-85%, ran 4.3% slower on it than on the panel, and at 2048 rows a rotation of
+// mostly N = 1024 (k / v) calls 7% slower (H200, 2026-12-03, docs/perf-cuda.md 55).
 bool wgemm_preferred(int sms, std::int64_t n, std::int64_t k, std::int64_t m);
 
 // Device workspace the launch needs (0 when k_split == 1): the fp32 partials.

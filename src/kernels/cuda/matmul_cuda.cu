@@ -7,13 +7,13 @@
 //   prepared anything else (fp32, odd strides, unaligned, K' < K padding): one small kernel
 //            writes 16-bit rows (fp32 -> 3 exact bf16 pieces, zero padding past K') into a
 //            stream-ordered workspace (scratch.h: a retained pool; cudaMallocAsync when captured).
-// M = 17..1024 with bf16/fp16 rows: the wgmma GEMM (gemm_nvfp4_sm90_wgmma.cu; kWgemmAllRows), and up to 2048
-// where its grid fills the GPU (wgemm_preferred); larger
-// M (prefill) and fp32 rows: gemm_nvfp4_cublas.cu (decode to a dense panel + cuBLAS, near
-// the dense rate: see its header). With an explicit tile (tests, tuner) the GEMV runs once per chunk of 16
-// rows instead, so every tile can be checked at any M. Repacked weights from 25 virtual rows
-// (kRgemmMinVirtualRows): the repacked GEMM (gemm_nvfp4_sm90_repacked.cu), except 17..32 on
-// small weights (kRpWideMaxWeights): one GEMV launch of four n8 tiles.
+// M = 17..1024 with bf16/fp16 rows: the wgmma GEMM (gemm_nvfp4_sm90_wgmma.cu; kWgemmAllRows), and
+// up to 2048 where its grid fills the GPU (wgemm_preferred); other M (prefill) and fp32 rows:
+// gemm_nvfp4_cublas.cu (decode to a dense panel + cuBLAS, near the dense rate: see its header).
+// With an explicit tile (tests, tuner) the GEMV runs once per chunk of 16 rows instead, so every
+// tile can be checked at any M. Repacked weights from 25 virtual rows (kRgemmMinVirtualRows): the
+// repacked GEMM (gemm_nvfp4_sm90_repacked.cu), except 17..32 on small weights (kRpWideMaxWeights):
+// one GEMV launch of four n8 tiles.
 #include <cuda_runtime.h>
 
 #include <algorithm>
