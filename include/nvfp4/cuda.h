@@ -39,6 +39,9 @@ bool hopper_paths();
 // returns its unused part to the driver, as torch.cuda.empty_cache() does (calls still in flight
 // keep theirs). Calls captured in a CUDA graph allocate in the graph instead. Without CUDA or a
 // device: 0, and nothing to do.
+// The pool and the dense panel's cuBLAS handle are created per device on first use (inside a
+// stream capture too) and live until the process ends. cudaDeviceReset destroys them under
+// nvfp4: do not reset a device that nvfp4 has used and then call it again in the same process.
 std::size_t scratch_bytes();
 void release_scratch();
 
