@@ -63,14 +63,16 @@ say "dependencies"
 if [ -d "$ROOT/.devdeps" ] && ls "$ROOT"/.devdeps/*.deb >/dev/null 2>&1; then
   mkdir -p "$DEPS"
   for f in "$ROOT"/.devdeps/*.deb; do dpkg -x "$f" "$DEPS"; done
-  A=$DEPS/usr/lib/x86_64-linux-gnu
+  # Not a one-letter name: the caller's environment reaches NVFP4_EXTRA, and an exported $A was
+  # silently replaced by this path (2026-12-03).
+  DEPS_LIB=$DEPS/usr/lib/x86_64-linux-gnu
   export CMAKE_PREFIX_PATH=$DEPS/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
-  export LD_LIBRARY_PATH=$A:$A/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  export PKG_CONFIG_PATH=$A/openblas-pthread/pkgconfig:$A/pkgconfig
+  export LD_LIBRARY_PATH=$DEPS_LIB:$DEPS_LIB/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export PKG_CONFIG_PATH=$DEPS_LIB/openblas-pthread/pkgconfig:$DEPS_LIB/pkgconfig
   export PKG_CONFIG_SYSROOT_DIR=$DEPS  # the .pc files say prefix=/usr
   command -v pkg-config >/dev/null || export PATH=$DEPS/usr/bin:$PATH
   # Debian's openblas.pc is an alternatives link into /etc: point it at the unpacked copy.
-  ln -sf "$A/openblas-pthread/pkgconfig/openblas.pc" "$A/pkgconfig/openblas.pc" 2>/dev/null || true
+  ln -sf "$DEPS_LIB/openblas-pthread/pkgconfig/openblas.pc" "$DEPS_LIB/pkgconfig/openblas.pc" 2>/dev/null || true
   echo "unpacked $(ls "$ROOT"/.devdeps/*.deb | wc -l) packages into $DEPS"
 else
   echo "no .devdeps/: using the system's packages"
