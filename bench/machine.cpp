@@ -21,8 +21,8 @@
 
 #include "bench/host_buffer.h"
 #include "io/file_util.h"
-#include "nvfp4/error.h"
 #include "kernels/cpu/parallel_for.h"
+#include "nvfp4/error.h"
 
 namespace nvfp4::bench {
 namespace {

@@ -80,10 +80,10 @@ TEST(CudaTuning, BadUserTableFailsEveryLookup) {
   const std::string bad = ::testing::TempDir() + "/nvfp4_bad_tuning.json";
   std::ofstream(bad) << R"({"entries":[{"cc":90,"class":"nonsense","cols_per_warp":16,"warps_per_block":4,"k_split":1}]})";
   ASSERT_EQ(::setenv("NVFP4_CUDA_TUNING", bad.c_str(), 1), 0);
-  cuda::gemv_forget_user_table();
+  cuda::gemv_clear_user_table(/*read_env_again=*/true);
   for (int call = 0; call < 3; ++call) EXPECT_THROW(cuda::gemv_lookup_tile(90, 4096, 14336), Error) << "call " << call;
   ::unsetenv("NVFP4_CUDA_TUNING");
-  cuda::gemv_forget_user_table();
+  cuda::gemv_clear_user_table(/*read_env_again=*/true);
   EXPECT_TRUE(cuda::gemv_tile_valid(cuda::gemv_lookup_tile(90, 4096, 14336)));
   cuda::gemv_clear_user_table();
 }

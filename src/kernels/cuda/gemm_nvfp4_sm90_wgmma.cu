@@ -62,6 +62,11 @@ namespace {
 
 // Weight rows (output columns) per block: 64 per consumer warpgroup (WgemmTile::consumers).
 __host__ __device__ constexpr int ws_rows(int consumers) { return 64 * consumers; }
+// Blocks of one K split of the ws grid (launch_ws): row blocks of 64 x consumers weight rows times
+// activation blocks of bn rows.
+std::int64_t ws_grid_blocks(std::int64_t n, std::int64_t m, int bn, int consumers) {
+  return ((n + ws_rows(consumers) - 1) / ws_rows(consumers)) * ((m + bn - 1) / bn);
+}
 constexpr int kMinRows = 128;  // two consumer warpgroups
 constexpr int kStageK = 64;           // k per stage: 4 wgmma k16 steps, one 128-byte activation row
 // Weight row r of a stage: 32 packed bytes at 48 r, its 4 raw E4M3 scales at 48 r + 32 (where they
@@ -667,9 +672,7 @@ bool wgemm_supported(const std::uint8_t* packed, const std::uint8_t* scales, std
 WgemmTile wgemm_pick_tile(int sms, std::int64_t n, std::int64_t k, std::int64_t m) {
   sms = std::max(sms, 1);
   const std::int64_t stages = k / kStageK;
-  auto blocks_of = [&](int bn, int consumers) {
-    return ((n + ws_rows(consumers) - 1) / ws_rows(consumers)) * ((m + bn - 1) / bn);
-  };
+  auto blocks_of = [&](int bn, int consumers) { return ws_grid_blocks(n, m, bn, consumers); };
   auto with_split = [&](int bn) {  // two consumer warpgroups, a power-of-two K split
     WgemmTile t;
     t.bn = bn;
@@ -718,8 +721,7 @@ bool wgemm_preferred(int sms, std::int64_t n, std::int64_t k, std::int64_t m) {
   if (n < 4096) return false;
   sms = std::max(sms, 1);
   const WgemmTile t = wgemm_pick_tile(sms, n, k, m);
-  const std::int64_t rows = ws_rows(t.consumers);
-  const std::int64_t blocks = ((n + rows - 1) / rows) * ((m + t.bn - 1) / t.bn) * t.k_split;
+  const std::int64_t blocks = ws_grid_blocks(n, m, t.bn, t.consumers) * t.k_split;
   const std::int64_t waves = (blocks + sms - 1) / sms;
   return 10 * blocks >= 9 * waves * sms;
 }

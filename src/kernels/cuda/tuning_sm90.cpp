@@ -364,15 +364,9 @@ void gemv_set_user_table(const std::vector<GemvTableEntry>& entries) {
   g_user = entries;
 }
 
-void gemv_clear_user_table() {
+void gemv_clear_user_table(bool read_env_again) {
   std::lock_guard<std::mutex> lock(g_mu);
-  g_user_loaded = true;
-  g_user.clear();
-}
-
-void gemv_forget_user_table() {
-  std::lock_guard<std::mutex> lock(g_mu);
-  g_user_loaded = false;
+  g_user_loaded = !read_env_again;
   g_user.clear();
 }
 

@@ -96,9 +96,9 @@ std::string gemv_table_to_json(const std::vector<GemvTableEntry>& entries, const
 std::vector<GemvTableEntry> gemv_table_from_json(const std::string& text, const std::string& what);
 // Replaces the user override (empty path: back to env/built-in). For tests and the tuner.
 void gemv_set_user_table(const std::vector<GemvTableEntry>& entries);
-void gemv_clear_user_table();
-// Forget the user table: the next lookup reads NVFP4_CUDA_TUNING again (tests; tools that change it).
-void gemv_forget_user_table();
+// read_env_again: the next lookup reads NVFP4_CUDA_TUNING again (tests; tools that change it);
+// otherwise the built-in table serves until a user table is set.
+void gemv_clear_user_table(bool read_env_again = false);
 
 // The autotuner behind `nvfp4 tune` (CUDA builds only; throws nvfp4::Error otherwise).
 struct TuneOptions {
