@@ -24,13 +24,14 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
-#include "kernels/cuda/graph_timing.h"
-
 #include "bench/bench.h"
+#include "kernels/cuda/device_owned.h"
 #include "kernels/cuda/gemv_nvfp4_sm90.h"
 #include "kernels/cuda/gemv_sm90_device.cuh"
+#include "kernels/cuda/graph_timing.h"
 #include "kernels/cuda/matmul_cuda.h"
 #include "nvfp4/cuda.h"
 #include "nvfp4/error.h"
@@ -72,13 +73,7 @@ __global__ void fill_random(std::uint8_t* p, std::size_t bytes, std::uint64_t se
   }
 }
 
-struct Buf {
-  void* p = nullptr;
-  explicit Buf(std::size_t b) { ck(cudaMalloc(&p, std::max<std::size_t>(b, 16)), "cudaMalloc " + std::to_string(b)); }
-  ~Buf() { cudaFree(p); }
-  Buf(const Buf&) = delete;
-  Buf& operator=(const Buf&) = delete;
-};
+using cuda::DeviceBuffer;  // device memory, freed on every path out (kernels/cuda/device_owned.h)
 
 void fill(void* p, std::size_t bytes, std::uint64_t seed, int kind) {
   fill_random<<<1024, 256>>>(static_cast<std::uint8_t*>(p), bytes, seed, kind);
@@ -95,9 +90,8 @@ double quant(std::vector<double> v, double q) {
 // Times `call(i)` (i = rotation index): per call with sync, then inside a graph.
 template <class F>
 void time_calls(Row& row, const Options& opts, std::size_t copies, cudaStream_t st, F call) {
-  cudaEvent_t e0, e1;
-  ck(cudaEventCreate(&e0), "event");
-  ck(cudaEventCreate(&e1), "event");
+  const cuda::OwnedEvent ev0("bench"), ev1("bench");
+  const cudaEvent_t e0 = ev0.get(), e1 = ev1.get();
   for (int i = 0; i < 3; ++i) call(static_cast<std::size_t>(i) % copies);  // warm-up
   ck(cudaStreamSynchronize(st), "warm-up");
   std::vector<double> us;
@@ -119,30 +113,25 @@ void time_calls(Row& row, const Options& opts, std::size_t copies, cudaStream_t 
   // Graph: back-to-back calls over the rotation, no launch gaps.
   const int per_graph = static_cast<int>(std::max<std::size_t>(copies, 20));
   row.us_graph = cuda::graph_us_per_call(st, per_graph, 7, [&](int i) { call(static_cast<std::size_t>(i) % copies); });
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
 }
 
 double copy_ceiling_gbps() {
   const std::size_t bytes = std::size_t{1} << 30;
-  Buf a(bytes), b(bytes);
-  fill(a.p, bytes, 7, 0);
-  cudaEvent_t e0, e1;
-  ck(cudaEventCreate(&e0), "event");
-  ck(cudaEventCreate(&e1), "event");
-  ck(cudaMemcpy(b.p, a.p, bytes, cudaMemcpyDeviceToDevice), "copy warm-up");
+  DeviceBuffer a(bytes, "bench"), b(bytes, "bench");
+  fill(a.get(), bytes, 7, 0);
+  const cuda::OwnedEvent ev0("bench"), ev1("bench");
+  const cudaEvent_t e0 = ev0.get(), e1 = ev1.get();
+  ck(cudaMemcpy(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice), "copy warm-up");
   std::vector<double> t;
   for (int i = 0; i < 5; ++i) {
     ck(cudaEventRecord(e0), "record");
-    ck(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice), "copy");
+    ck(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice), "copy");
     ck(cudaEventRecord(e1), "record");
     ck(cudaEventSynchronize(e1), "sync");
     float ms = 0;
     ck(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
     t.push_back(ms);
   }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
   return 2.0 * bytes / (quant(t, 0.5) * 1e6);
 }
 
@@ -259,10 +248,12 @@ std::vector<Row> run_cuda(const Options& opts) {
   if (!cuda::available()) fail("bench", "backend cuda: " + cuda::unavailable_reason());
   std::vector<Row> rows;
   const double ceiling = copy_ceiling_gbps();
-  cudaStream_t st;
-  ck(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
+  const cuda::OwnedStream stream("bench");
+  const cudaStream_t st = stream.get();
   cublasHandle_t blas;
   ckb(cublasCreate(&blas), "create");
+  // The handle is freed on every way out, a thrown validation failure included.
+  const std::unique_ptr<std::remove_pointer_t<cublasHandle_t>, cublasStatus_t (*)(cublasHandle_t)> blas_owner(blas, cublasDestroy);
   ckb(cublasSetStream(blas, st), "set stream");
   std::mt19937_64 rng(opts.seed);
   const DType dt = opts.dtype;
@@ -292,12 +283,12 @@ std::vector<Row> run_cuda(const Options& opts) {
     }
     const std::size_t pb = static_cast<std::size_t>(s.n) * s.k / 2, sb = static_cast<std::size_t>(s.n) * s.k / 16;
     const std::size_t copies = opts.cold ? std::max<std::size_t>(1, (target + pb + sb - 1) / (pb + sb)) : 1;
-    std::vector<std::unique_ptr<Buf>> wp, ws;
+    std::vector<std::unique_ptr<DeviceBuffer>> wp, ws;
     for (std::size_t c = 0; c < copies; ++c) {
-      wp.push_back(std::make_unique<Buf>(pb));
-      ws.push_back(std::make_unique<Buf>(sb));
-      fill(wp.back()->p, pb, opts.seed * 1000 + 2 * c, 0);
-      fill(ws.back()->p, sb, opts.seed * 1000 + 2 * c + 1, 1);
+      wp.push_back(std::make_unique<DeviceBuffer>(pb, "bench", "packed weights"));
+      ws.push_back(std::make_unique<DeviceBuffer>(sb, "bench", "scales"));
+      fill(wp.back()->get(), pb, opts.seed * 1000 + 2 * c, 0);
+      fill(ws.back()->get(), sb, opts.seed * 1000 + 2 * c + 1, 1);
     }
     // The fills run on the legacy stream; `st` is non-blocking and would not wait for them
     // (found on H200: a GEMV read half-filled weights).
@@ -306,15 +297,15 @@ std::vector<Row> run_cuda(const Options& opts) {
     Tensor hx(dt, {s.m, s.k});
     std::uniform_real_distribution<float> U(-1.0f, 1.0f);
     for (std::int64_t i = 0; i < hx.numel(); ++i) hx.set(i, U(rng));
-    Buf dx(hx.bytes.size()), dy(static_cast<std::size_t>(s.m) * s.n * es);
-    ck(cudaMemcpy(dx.p, hx.data(), hx.bytes.size(), cudaMemcpyHostToDevice), "copy x");
+    DeviceBuffer dx(hx.bytes.size(), "bench", "activations"), dy(static_cast<std::size_t>(s.m) * s.n * es, "bench", "output");
+    ck(cudaMemcpy(dx.get(), hx.data(), hx.bytes.size(), cudaMemcpyHostToDevice), "copy x");
     const float ts = 0.0123f;
     auto wview = [&](std::size_t c) {
-      return WeightView{static_cast<const std::uint8_t*>(wp[c]->p), static_cast<const std::uint8_t*>(ws[c]->p), ts,
+      return WeightView{static_cast<const std::uint8_t*>(wp[c]->get()), static_cast<const std::uint8_t*>(ws[c]->get()), ts,
                         s.n, s.k};
     };
-    const MatrixView xv{dx.p, dt, s.m, s.k, s.k};
-    const MatrixView yv{dy.p, dt, s.m, s.n, s.n};
+    const MatrixView xv{dx.get(), dt, s.m, s.k, s.k};
+    const MatrixView yv{dy.get(), dt, s.m, s.n, s.n};
 
     Row r;
     r.backend = "cuda";
@@ -326,7 +317,7 @@ std::vector<Row> run_cuda(const Options& opts) {
     r.ceiling_gbps = ceiling;
     const std::size_t ybytes = static_cast<std::size_t>(s.m) * s.n * es;
     auto validate = [&](Row& row, const std::string& what) {
-      row.max_rel_err = oracle_rel_err(s, dt, hx, wp[0]->p, ws[0]->p, ts, dy.p);
+      row.max_rel_err = oracle_rel_err(s, dt, hx, wp[0]->get(), ws[0]->get(), ts, dy.get());
       row.validated = row.max_rel_err <= oracle_tolerance(dt);
       if (!row.validated)
         fail("bench", "cuda " + what + " result does not match the oracle at M=" + std::to_string(s.m) + " N=" +
@@ -335,7 +326,7 @@ std::vector<Row> run_cuda(const Options& opts) {
     };
     {
       // Validate first: poisoned output, full GPU run, oracle on the first/last columns.
-      poison(dy.p, ybytes);
+      poison(dy.get(), ybytes);
       std::string kname;
       cuda::quantized_matmul_tile(xv, wview(0), yv, st, nullptr, &kname);
       r.kernel = kname;
@@ -352,7 +343,7 @@ std::vector<Row> run_cuda(const Options& opts) {
     auto variant_row = [&](const std::string& variant, const std::string& suffix, const auto& call) {
       Row q = r;
       q.variant = variant;
-      poison(dy.p, ybytes);
+      poison(dy.get(), ybytes);
       std::string kname;
       call(std::size_t{0}, &kname);
       ck(cudaStreamSynchronize(st), variant + " run");
@@ -398,7 +389,7 @@ std::vector<Row> run_cuda(const Options& opts) {
       cuda::GemvTile tile = cuda::gemv_lookup_tile(cuda::device_cc(), s.n, s.k);
       tile.legacy = true;
       std::string kname;
-      poison(dy.p, ybytes);
+      poison(dy.get(), ybytes);
       cuda::quantized_matmul_tile(xv, wview(0), yv, st, &tile, &kname);
       ck(cudaStreamSynchronize(st), "legacy run");
       l.variant = "nvfp4_legacy";
@@ -418,17 +409,17 @@ std::vector<Row> run_cuda(const Options& opts) {
       // like the canonical row (docs/perf-cuda.md 7, 9). fp16 rows get fp16 codes, as an fp16
       // engine would repack (docs/perf-cuda.md 49).
       const cuda::RepackedCodes codes = dt == DType::kF16 ? cuda::RepackedCodes::fp16 : cuda::RepackedCodes::bf16;
-      std::vector<std::unique_ptr<Buf>> rpk, rsc;
+      std::vector<std::unique_ptr<DeviceBuffer>> rpk, rsc;
       for (std::size_t c = 0; c < copies; ++c) {
-        rpk.push_back(std::make_unique<Buf>(pb));
-        rsc.push_back(std::make_unique<Buf>(sb));
-        cuda::repack_for_gemv_sm90(wview(c), static_cast<std::uint8_t*>(rpk.back()->p),
-                                   static_cast<std::uint8_t*>(rsc.back()->p), st, codes);
+        rpk.push_back(std::make_unique<DeviceBuffer>(pb, "bench", "packed weights"));
+        rsc.push_back(std::make_unique<DeviceBuffer>(sb, "bench", "scales"));
+        cuda::repack_for_gemv_sm90(wview(c), static_cast<std::uint8_t*>(rpk.back()->get()),
+                                   static_cast<std::uint8_t*>(rsc.back()->get()), st, codes);
       }
       ck(cudaStreamSynchronize(st), "repack");
       auto rview = [&](std::size_t c) {
-        return cuda::RepackedWeightView{static_cast<const std::uint8_t*>(rpk[c]->p),
-                                        static_cast<const std::uint8_t*>(rsc[c]->p), ts, s.n, s.k, codes};
+        return cuda::RepackedWeightView{static_cast<const std::uint8_t*>(rpk[c]->get()),
+                                        static_cast<const std::uint8_t*>(rsc[c]->get()), ts, s.n, s.k, codes};
       };
       auto repacked_row = [&](const std::string& variant, const cuda::GemvTile* tile, const cuda::RepackedMatmulOptions& o) {
         variant_row(variant,
@@ -491,11 +482,11 @@ std::vector<Row> run_cuda(const Options& opts) {
     if (pb % 16 == 0 && sb % 16 == 0) {
       // Read and launch floors, measured once per N x K in a run (the weights do not depend on M).
       if (floors.count({s.n, s.k}) == 0) {
-        const unsigned want = host_xor(wp[0]->p, pb) ^ host_xor(ws[0]->p, sb);
+        const unsigned want = host_xor(wp[0]->get(), pb) ^ host_xor(ws[0]->get(), sb);
         int sms = 0;
         ck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "SM count");
         const std::size_t sink_bytes = static_cast<std::size_t>(sms) * 16 * 4;  // a word per block, <= 16 blocks per SM
-        Buf sink(sink_bytes);
+        DeviceBuffer sink(sink_bytes, "bench", "read floor sink");
         using Kern = void (*)(const uint4*, std::size_t, const uint4*, std::size_t, unsigned*);
         struct ReadKern {
           const char* name;
@@ -514,18 +505,18 @@ std::vector<Row> run_cuda(const Options& opts) {
           for (const int bps : {2, 4, 8, 16}) {
             for (const ReadKern& rk : kerns) {
               std::function<void(std::size_t)> launch = [&, bps, pdl, kern = rk.kern](std::size_t c) {
-                const uint4* a = static_cast<const uint4*>(wp[c]->p);
-                const uint4* b = static_cast<const uint4*>(ws[c]->p);
+                const uint4* a = static_cast<const uint4*>(wp[c]->get());
+                const uint4* b = static_cast<const uint4*>(ws[c]->get());
                 std::size_t na = pb / 16, nb = sb / 16;
-                unsigned* sp = static_cast<unsigned*>(sink.p);
+                unsigned* sp = static_cast<unsigned*>(sink.get());
                 void* args[] = {&a, &na, &b, &nb, &sp};
                 ck(cuda::launch_pdl(reinterpret_cast<const void*>(kern), dim3(sms * bps), dim3(512), 0, pdl, st, args),
                    "read floor launch");
               };
-              ck(cudaMemsetAsync(sink.p, 0, sink_bytes, st), "read floor sink");
+              ck(cudaMemsetAsync(sink.get(), 0, sink_bytes, st), "read floor sink");
               launch(0);
               ck(cudaStreamSynchronize(st), "read floor run");
-              if (host_xor(sink.p, sink_bytes) != want)
+              if (host_xor(sink.get(), sink_bytes) != want)
                 fail("bench", "read floor kernel: checksum mismatch at N=" + std::to_string(s.n) + " K=" + std::to_string(s.k));
               const int per_graph = static_cast<int>(std::max<std::size_t>(copies, 20));
               const double us = cuda::graph_us_per_call(st, per_graph, 5, [&](int i) { launch(static_cast<std::size_t>(i) % copies); });
@@ -576,20 +567,21 @@ std::vector<Row> run_cuda(const Options& opts) {
     b.bytes = wb + 2.0 * s.m * s.k + 2.0 * s.m * s.n;
     b.ceiling_gbps = ceiling;
     const std::size_t bcopies = opts.cold ? std::max<std::size_t>(1, (target + wb - 1) / wb) : 1;
-    std::vector<std::unique_ptr<Buf>> bw;
+    std::vector<std::unique_ptr<DeviceBuffer>> bw;
     for (std::size_t c = 0; c < bcopies; ++c) {
-      bw.push_back(std::make_unique<Buf>(wb));
-      fill(bw.back()->p, wb, opts.seed * 7777 + c, 2);
+      bw.push_back(std::make_unique<DeviceBuffer>(wb, "bench", "dense weights"));
+      fill(bw.back()->get(), wb, opts.seed * 7777 + c, 2);
     }
-    Buf bx(static_cast<std::size_t>(s.m) * s.k * 2), by(static_cast<std::size_t>(s.m) * s.n * 2);
-    fill(bx.p, static_cast<std::size_t>(s.m) * s.k * 2, opts.seed * 31, 2);
+    DeviceBuffer bx(static_cast<std::size_t>(s.m) * s.k * 2, "bench", "activations"),
+        by(static_cast<std::size_t>(s.m) * s.n * 2, "bench", "output");
+    fill(bx.get(), static_cast<std::size_t>(s.m) * s.k * 2, opts.seed * 31, 2);
     ck(cudaDeviceSynchronize(), "fill");
     const float alpha = 1.0f, beta = 0.0f;
     auto gemm = [&](std::size_t c) {
       // y[M,N] = x[M,K] . W[N,K]^T in column-major terms: Y^T (N x M) = W (op T of K x N) . X^T (K x M).
       ckb(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(s.n), static_cast<int>(s.m),
-                       static_cast<int>(s.k), &alpha, bw[c]->p, CUDA_R_16BF, static_cast<int>(s.k), bx.p, CUDA_R_16BF,
-                       static_cast<int>(s.k), &beta, by.p, CUDA_R_16BF, static_cast<int>(s.n), CUBLAS_COMPUTE_32F,
+                       static_cast<int>(s.k), &alpha, bw[c]->get(), CUDA_R_16BF, static_cast<int>(s.k), bx.get(), CUDA_R_16BF,
+                       static_cast<int>(s.k), &beta, by.get(), CUDA_R_16BF, static_cast<int>(s.n), CUBLAS_COMPUTE_32F,
                        CUBLAS_GEMM_DEFAULT),
           "gemm");
     };
@@ -601,8 +593,6 @@ std::vector<Row> run_cuda(const Options& opts) {
     b.gflops = 2.0 * s.m * s.n * s.k / b.us_median / 1e3;
     rows.push_back(b);
   }
-  cublasDestroy(blas);
-  cudaStreamDestroy(st);
   return rows;
 }
 

@@ -12,12 +12,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "bench/machine.h"
 #include "bench/replay.h"
 #include "io/file_util.h"
+#include "kernels/cuda/device_owned.h"
 #include "nvfp4/cuda.h"
 #include "nvfp4/error.h"
 #include "nvfp4/format.h"
@@ -63,19 +66,7 @@ void fill(cudaStream_t st, void* p, std::size_t n, std::uint64_t seed, int kind,
   ck(cudaGetLastError(), "fill kernel launch");
 }
 
-// Device allocation owned by the engine.
-struct DevBuf {
-  void* p = nullptr;
-  DevBuf() = default;  // empty: no allocation
-  explicit DevBuf(std::size_t n) { ck(cudaMalloc(&p, std::max<std::size_t>(n, 16)), "cudaMalloc"); }
-  ~DevBuf() { if (p) cudaFree(p); }
-  DevBuf(DevBuf&& o) noexcept : p(o.p) { o.p = nullptr; }
-  DevBuf& operator=(DevBuf&& o) noexcept {
-    std::swap(p, o.p);
-    return *this;
-  }
-  DevBuf(const DevBuf&) = delete;
-};
+using cuda::DeviceBuffer;  // device memory, freed on every path out (kernels/cuda/device_owned.h)
 
 double checked_err(const std::vector<float>& y, const std::vector<float>& ref, std::size_t* where) {
   double rms = 0;
@@ -102,6 +93,23 @@ std::int64_t max_repacked_rows(const ReplayOptions& o) { return o.mode == Replay
 class CudaReplay final : public ReplayEngine {
  public:
   CudaReplay(const ReplayOptions& o, const std::vector<Linear>& ls, bool dense) : o_(o), ls_(ls), dense_(dense) {
+    // The destructor does not run for a constructor that throws (a failed validation, memory
+    // exhausted by a large model): release the stream, handle, graphs and events made so far.
+    try {
+      build();
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+
+  ~CudaReplay() override { release(); }
+
+ private:
+  void build() {
+    const ReplayOptions& o = o_;
+    const std::vector<Linear>& ls = ls_;
+    const bool dense = dense_;
     if (!cuda::available()) fail("bench", "cuda replay: " + cuda::unavailable_reason());
     size_t free0 = 0, total = 0;
     ck(cudaMemGetInfo(&free0, &total), "cudaMemGetInfo");
@@ -113,8 +121,8 @@ class CudaReplay final : public ReplayEngine {
       ckb(cublasCreate(&blas_), "cublasCreate");
       ckb(cublasSetStream(blas_, stream_), "cublasSetStream");
       // A user-owned workspace makes cuBLAS safe to capture in a graph (no allocation inside).
-      workspace_ = std::make_unique<DevBuf>(32u << 20);
-      ckb(cublasSetWorkspace(blas_, workspace_->p, 32u << 20), "cublasSetWorkspace");
+      workspace_ = std::make_unique<DeviceBuffer>(32u << 20, "bench", "cuBLAS workspace");
+      ckb(cublasSetWorkspace(blas_, workspace_->get(), 32u << 20), "cublasSetWorkspace");
       ckb(cublasGetVersion(blas_, &cublas_ver), "cublasGetVersion");
       info_.kernel = fmt::format("cublasGemmEx bf16 (cuBLAS {}), CUDA graph", cublas_ver);
     } else {
@@ -128,38 +136,38 @@ class CudaReplay final : public ReplayEngine {
       const auto nk = static_cast<std::size_t>(l.n * l.k);
       const std::int64_t m = linear_m(o, l);
       if (dense) {
-        w_.emplace_back(nk * 2);
-        fill(stream_, w_.back().p, nk, ++seed, 2, 0.0625f);
+        w_.emplace_back(nk * 2, "bench", "dense weights");
+        fill(stream_, w_.back().get(), nk, ++seed, 2, 0.0625f);
       } else {
-        w_.emplace_back(nk / 2);
-        s_.emplace_back(nk / kBlockSize);
-        fill(stream_, w_.back().p, nk / 2, ++seed, 0);
-        fill(stream_, s_.back().p, nk / kBlockSize, ++seed, 1);
+        w_.emplace_back(nk / 2, "bench", "packed weights");
+        s_.emplace_back(nk / kBlockSize, "bench", "scales");
+        fill(stream_, w_.back().get(), nk / 2, ++seed, 0);
+        fill(stream_, s_.back().get(), nk / kBlockSize, ++seed, 1);
         // Decode GEMV on weights repacked once at load (docs/perf-cuda.md 7), as an engine would,
         // with the codes placed for its activation dtype (codes_); the canonical bytes stay for
         // validation and for prefill (quantized_matmul: the wgmma GEMM up to 1024 rows, the dense
         // panel + cuBLAS above).
         rp_.emplace_back(), rs_.emplace_back();
         if (!o.canonical_layout && m <= max_repacked_rows(o) && cuda::repack_for_gemv_sm90_supported(l.n, l.k)) {
-          rp_.back() = DevBuf(nk / 2);
-          rs_.back() = DevBuf(nk / kBlockSize);
-          cuda::repack_for_gemv_sm90(canonical(w_.size() - 1), static_cast<std::uint8_t*>(rp_.back().p),
-                                     static_cast<std::uint8_t*>(rs_.back().p), stream_, codes_);
+          rp_.back() = DeviceBuffer(nk / 2, "bench", "repacked weights");
+          rs_.back() = DeviceBuffer(nk / kBlockSize, "bench", "repacked scales");
+          cuda::repack_for_gemv_sm90(canonical(w_.size() - 1), static_cast<std::uint8_t*>(rp_.back().get()),
+                                     static_cast<std::uint8_t*>(rs_.back().get()), stream_, codes_);
           ++repacked;
         }
       }
       const auto key = std::make_pair(l.k, m);
       if (!x_.count(key)) {
-        x_.emplace(key, DevBuf(static_cast<std::size_t>(m * l.k * dtype_size(xt))));
+        x_.emplace(key, DeviceBuffer(static_cast<std::size_t>(m * l.k * dtype_size(xt)), "bench", "activations"));
         if (xt == DType::kBF16) {
-          fill(stream_, x_.at(key).p, static_cast<std::size_t>(m * l.k), ++seed, 2);
+          fill(stream_, x_.at(key).get(), static_cast<std::size_t>(m * l.k), ++seed, 2);
         } else {  // f16/f32 activations: generate on the host (small)
           std::vector<std::uint8_t> h(static_cast<std::size_t>(m * l.k * dtype_size(xt)));
           fill_random_activations(h.data(), xt, static_cast<std::size_t>(m * l.k), ++seed);
-          ck(cudaMemcpy(x_.at(key).p, h.data(), h.size(), cudaMemcpyHostToDevice), "copy activations");
+          ck(cudaMemcpy(x_.at(key).get(), h.data(), h.size(), cudaMemcpyHostToDevice), "copy activations");
         }
       }
-      y_.emplace_back(static_cast<std::size_t>(m * l.n * dtype_size(xt)));
+      y_.emplace_back(static_cast<std::size_t>(m * l.n * dtype_size(xt)), "bench", "output");
     }
     ck(cudaDeviceSynchronize(), "weight generation");
     if (repacked > 0) {
@@ -185,14 +193,20 @@ class CudaReplay final : public ReplayEngine {
     ck(cudaEventCreate(&e2_), "event");
   }
 
-  ~CudaReplay() override {
+  void release() {
     if (g_layers_) cudaGraphExecDestroy(g_layers_);
     if (g_rest_) cudaGraphExecDestroy(g_rest_);
-    if (e0_) cudaEventDestroy(e0_), cudaEventDestroy(e1_), cudaEventDestroy(e2_);
+    for (cudaEvent_t* e : {&e0_, &e1_, &e2_})
+      if (*e) cudaEventDestroy(*e);
     if (blas_) cublasDestroy(blas_);
     if (stream_) cudaStreamDestroy(stream_);
+    g_layers_ = g_rest_ = nullptr;
+    e0_ = e1_ = e2_ = nullptr;
+    blas_ = nullptr;
+    stream_ = nullptr;
   }
 
+ public:
   void run(double* layers_us, double* rest_us) override {
     ck(cudaEventRecord(e0_, stream_), "event record");
     if (g_layers_) ck(cudaGraphLaunch(g_layers_, stream_), "graph launch");
@@ -213,32 +227,32 @@ class CudaReplay final : public ReplayEngine {
   void matmul(std::size_t i) {
     const auto& l = ls_[i];
     const std::int64_t m = linear_m(o_, l);
-    void* x = x_.at({l.k, m}).p;
+    void* x = x_.at({l.k, m}).get();
     if (dense_) {
       // Row-major y[M,N] = x[M,K] W[N,K]^T is column-major y^T[N,M] = W^T... i.e. op(A)=T on
       // W stored (K x N, ld K) and B = x^T (K x M, ld K).
       const float alpha = 1.0f, beta = 0.0f;
       ckb(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(l.n), static_cast<int>(m), static_cast<int>(l.k),
-                       &alpha, w_[i].p, CUDA_R_16BF, static_cast<int>(l.k), x, CUDA_R_16BF, static_cast<int>(l.k), &beta,
-                       y_[i].p, CUDA_R_16BF, static_cast<int>(l.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                       &alpha, w_[i].get(), CUDA_R_16BF, static_cast<int>(l.k), x, CUDA_R_16BF, static_cast<int>(l.k), &beta,
+                       y_[i].get(), CUDA_R_16BF, static_cast<int>(l.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
           "cublasGemmEx");
-    } else if (rp_[i].p) {
-      const cuda::RepackedWeightView w{static_cast<const std::uint8_t*>(rp_[i].p), static_cast<const std::uint8_t*>(rs_[i].p),
+    } else if (rp_[i].get()) {
+      const cuda::RepackedWeightView w{static_cast<const std::uint8_t*>(rp_[i].get()), static_cast<const std::uint8_t*>(rs_[i].get()),
                                        kTensorScale, l.n, l.k, codes_};
       cuda::RepackedMatmulOptions ro;
       ro.overlapped_launch = !o_.plain_launch;
       ro.weights_read_early = o_.early_weights;
-      cuda::quantized_matmul_repacked(MatrixView{x, o_.dtype, m, l.k, l.k}, w, MatrixView{y_[i].p, o_.dtype, m, l.n, l.n},
+      cuda::quantized_matmul_repacked(MatrixView{x, o_.dtype, m, l.k, l.k}, w, MatrixView{y_[i].get(), o_.dtype, m, l.n, l.n},
                                       stream_, ro);
     } else {
-      cuda::quantized_matmul(MatrixView{x, o_.dtype, m, l.k, l.k}, canonical(i), MatrixView{y_[i].p, o_.dtype, m, l.n, l.n},
+      cuda::quantized_matmul(MatrixView{x, o_.dtype, m, l.k, l.k}, canonical(i), MatrixView{y_[i].get(), o_.dtype, m, l.n, l.n},
                              stream_);
     }
   }
 
   // The canonical weight of linear i (device pointers); every replay weight has tensor scale 2^-12.
   WeightView canonical(std::size_t i) const {
-    return WeightView{static_cast<const std::uint8_t*>(w_[i].p), static_cast<const std::uint8_t*>(s_[i].p), kTensorScale,
+    return WeightView{static_cast<const std::uint8_t*>(w_[i].get()), static_cast<const std::uint8_t*>(s_[i].get()), kTensorScale,
                       ls_[i].n, ls_[i].k};
   }
   static constexpr float kTensorScale = 1.0f / 4096;
@@ -248,19 +262,19 @@ class CudaReplay final : public ReplayEngine {
     const std::int64_t m = linear_m(o_, l);
     const std::int64_t rows = std::min<std::int64_t>(m, 4);
     const int es = dtype_size(xt);
-    ck(cudaMemsetAsync(y_[0].p, 0xFF, static_cast<std::size_t>(m * l.n * es), stream_), "poison");  // NaN in every dtype; on the stream that computes y
+    ck(cudaMemsetAsync(y_[0].get(), 0xFF, static_cast<std::size_t>(m * l.n * es), stream_), "poison");  // NaN in every dtype; on the stream that computes y
     matmul(0);
     ck(cudaStreamSynchronize(stream_), "validation run");
     const auto nk = static_cast<std::size_t>(l.n * l.k);
     std::vector<std::uint8_t> x(static_cast<std::size_t>(rows * l.k * es)), y(static_cast<std::size_t>(rows * l.n * es));
-    ck(cudaMemcpy(x.data(), x_.at({l.k, m}).p, x.size(), cudaMemcpyDeviceToHost), "copy x");
-    ck(cudaMemcpy(y.data(), y_[0].p, y.size(), cudaMemcpyDeviceToHost), "copy y");
+    ck(cudaMemcpy(x.data(), x_.at({l.k, m}).get(), x.size(), cudaMemcpyDeviceToHost), "copy x");
+    ck(cudaMemcpy(y.data(), y_[0].get(), y.size(), cudaMemcpyDeviceToHost), "copy y");
     std::vector<float> got(static_cast<std::size_t>(rows * l.n)), ref(got.size());
     for (std::size_t i = 0; i < got.size(); ++i) got[i] = load_as_f32(y.data(), xt, static_cast<std::int64_t>(i));
     double tol;
     if (dense_) {
       std::vector<std::uint16_t> w(nk);
-      ck(cudaMemcpy(w.data(), w_[0].p, nk * 2, cudaMemcpyDeviceToHost), "copy w");
+      ck(cudaMemcpy(w.data(), w_[0].get(), nk * 2, cudaMemcpyDeviceToHost), "copy w");
       const auto* xb = reinterpret_cast<const std::uint16_t*>(x.data());
       for (std::int64_t r = 0; r < rows; ++r)
         for (std::int64_t n = 0; n < l.n; ++n) {
@@ -273,8 +287,8 @@ class CudaReplay final : public ReplayEngine {
                                      l.n, l.k, m, rows - 1, tol);
     } else {
       std::vector<std::uint8_t> pk(nk / 2), sc(nk / kBlockSize), yr(y.size());
-      ck(cudaMemcpy(pk.data(), w_[0].p, pk.size(), cudaMemcpyDeviceToHost), "copy packed");
-      ck(cudaMemcpy(sc.data(), s_[0].p, sc.size(), cudaMemcpyDeviceToHost), "copy scales");
+      ck(cudaMemcpy(pk.data(), w_[0].get(), pk.size(), cudaMemcpyDeviceToHost), "copy packed");
+      ck(cudaMemcpy(sc.data(), s_[0].get(), sc.size(), cudaMemcpyDeviceToHost), "copy scales");
       quantized_matmul_ref(MatrixView{x.data(), xt, rows, l.k, l.k}, WeightView{pk.data(), sc.data(), kTensorScale, l.n, l.k},
                            MatrixView{yr.data(), xt, rows, l.n, l.n});
       for (std::size_t i = 0; i < ref.size(); ++i) ref[i] = load_as_f32(yr.data(), xt, static_cast<std::int64_t>(i));
@@ -300,7 +314,14 @@ class CudaReplay final : public ReplayEngine {
       if (lo == hi) return;
       cudaGraph_t g = nullptr;
       ck(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin capture");
-      for (std::size_t i = lo; i < hi; ++i) matmul(i);
+      try {
+        for (std::size_t i = lo; i < hi; ++i) matmul(i);
+      } catch (...) {
+        // End the capture, so the stream can be destroyed and takes work again; drop its graph.
+        if (cudaStreamEndCapture(stream_, &g) == cudaSuccess && g) cudaGraphDestroy(g);
+        (void)cudaGetLastError();
+        throw;
+      }
       ck(cudaStreamEndCapture(stream_, &g), "end capture");
       ck(cudaGraphInstantiate(out, g, 0), "graph instantiate");
       cudaGraphDestroy(g);
@@ -315,13 +336,13 @@ class CudaReplay final : public ReplayEngine {
   ReplayVariant info_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
-  std::unique_ptr<DevBuf> workspace_;
-  std::vector<DevBuf> w_, s_, y_;
-  std::vector<DevBuf> rp_, rs_;  // repacked decode weights (empty where the canonical path runs)
+  std::unique_ptr<DeviceBuffer> workspace_;
+  std::vector<DeviceBuffer> w_, s_, y_;
+  std::vector<DeviceBuffer> rp_, rs_;  // repacked decode weights (empty where the canonical path runs)
   // Their codes: placed for fp16 rows when the replay's activations are fp16 (docs/perf-cuda.md 49).
   cuda::RepackedCodes codes_ =
       o_.dtype == DType::kF16 && !o_.bf16_codes ? cuda::RepackedCodes::fp16 : cuda::RepackedCodes::bf16;
-  std::map<std::pair<std::int64_t, std::int64_t>, DevBuf> x_;
+  std::map<std::pair<std::int64_t, std::int64_t>, DeviceBuffer> x_;
   cudaGraphExec_t g_layers_ = nullptr, g_rest_ = nullptr;
   cudaEvent_t e0_ = nullptr, e1_ = nullptr, e2_ = nullptr;
 };
@@ -359,26 +380,23 @@ double cuda_l2_bytes() {
 double cuda_read_bandwidth_gbps() {
   if (!cuda::available()) fail("bench", "cuda: " + cuda::unavailable_reason());
   const std::size_t bytes = std::size_t{2} << 30;  // 2 GiB: 34x the H200's 60 MiB L2
-  DevBuf buf(bytes), out(16);
-  fill(nullptr, buf.p, bytes, 99, 0);  // the legacy stream, as the read kernels below
+  DeviceBuffer buf(bytes, "bench", "read ceiling"), out(16, "bench", "read ceiling sink");
+  fill(nullptr, buf.get(), bytes, 99, 0);  // the legacy stream, as the read kernels below
   int dev = 0, sms = 0;
   ck(cudaGetDevice(&dev), "cudaGetDevice");
   ck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "SM count");
-  cudaEvent_t a, b;
-  ck(cudaEventCreate(&a), "event");
-  ck(cudaEventCreate(&b), "event");
+  const cuda::OwnedEvent ea("bench"), eb("bench");
+  const cudaEvent_t a = ea.get(), b = eb.get();
   double best = 0;
   for (int i = 0; i < 6; ++i) {
     ck(cudaEventRecord(a), "event");
-    read_kernel<<<sms * 8, 512>>>(static_cast<const uint4*>(buf.p), bytes / 16, static_cast<unsigned*>(out.p));
+    read_kernel<<<sms * 8, 512>>>(static_cast<const uint4*>(buf.get()), bytes / 16, static_cast<unsigned*>(out.get()));
     ck(cudaEventRecord(b), "event");
     ck(cudaEventSynchronize(b), "read kernel");
     float ms = 0;
     ck(cudaEventElapsedTime(&ms, a, b), "elapsed");
     if (i > 0) best = std::max(best, bytes / (ms * 1e-3) / 1e9);  // first pass is warmup
   }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
   return best;
 }
 

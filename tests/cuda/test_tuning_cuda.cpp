@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/repack_nvfp4_sm90.h"
@@ -296,6 +297,45 @@ TEST(CudaTuning, TilesFitTheSharedMemoryOfTheirGpu) {
 // `nvfp4 tune` on one class (small rotation: the table is not meant to be fast): an ordinary
 // repacked entry per row bucket, early entries only as M <= 8 repacked, every tile valid, the
 // JSON round trip exact, and the dispatch reading the table back.
+// The tuner allocates its rotation of weight copies, the activations and a stream before it times
+// anything; out of memory half-way, it must throw a named error and give all of them back (it
+// freed them by hand, after the timing, until 2026-12-03: a caller that caught the error kept
+// every copy made so far). The GPU is first filled but for ~1 GiB, so the rotation of
+// 4 GiB fails after ~25 copies of 4096 x 14336 (33 MiB + 3.5 MiB each).
+TEST(CudaTuning, AutotuneOutOfMemoryFreesWhatItMade) {
+  REQUIRE_GPU();
+  std::size_t free0 = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free0, &total), cudaSuccess);
+  const std::size_t leave = std::size_t{1} << 30;
+  ASSERT_GT(free0, 2 * leave) << "too little free device memory for this test";
+  void* hog = nullptr;
+  std::size_t hog_bytes = free0 - leave;
+  while (cudaMalloc(&hog, hog_bytes) != cudaSuccess && hog_bytes > leave) hog_bytes -= std::size_t{256} << 20;
+  (void)cudaGetLastError();
+  ASSERT_NE(hog, nullptr);
+  std::size_t free1 = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free1, &total), cudaSuccess);
+  cuda::TuneOptions o;
+  o.classes = {"exact/4096x14336"};
+  o.layouts = {cuda::GemvLayout::kCanonical};
+  o.reps = 1;
+  o.rotation_mib = 4096 + static_cast<int>(free1 >> 20);  // more copies than fit
+  o.verbose = false;
+  std::string message;
+  try {
+    (void)cuda::gemv_autotune(o);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  std::size_t free2 = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free2, &total), cudaSuccess);
+  cudaFree(hog);
+  EXPECT_NE(message.find("tune"), std::string::npos) << message;
+  EXPECT_NE(message.find("cudaMalloc"), std::string::npos) << message;
+  // Every copy back: within 8 MiB (allocation granularity), where one copy is 36 MiB.
+  EXPECT_GE(free2 + (std::size_t{8} << 20), free1) << "free before " << (free1 >> 20) << " MiB, after " << (free2 >> 20) << " MiB";
+}
+
 TEST(CudaTuning, AutotuneWritesAUsableTable) {
   REQUIRE_GPU();
   cuda::TuneOptions o;

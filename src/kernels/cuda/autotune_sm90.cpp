@@ -15,6 +15,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cuda/device_owned.h"
 #include "kernels/cuda/gemv_nvfp4_sm90.h"
 #include "kernels/cuda/graph_timing.h"
 #include "kernels/cuda/matmul_cuda.h"
@@ -82,34 +83,35 @@ std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
       for (std::size_t b = 0; b < 8 && i + b < pb; ++b) hp[i + b] = static_cast<std::uint8_t>(r >> (8 * b));
     }
     for (auto& s : hs) s = static_cast<std::uint8_t>(0x20 + rng() % 0x30);
-    std::vector<void*> dp(copies), ds(copies);
+    // Owned (device_owned.h): a throw anywhere below (out of memory, a failed launch) frees them.
+    std::vector<DeviceBuffer> dp, ds;
     for (std::size_t c = 0; c < copies; ++c) {
-      ck(cudaMalloc(&dp[c], pb), "cudaMalloc weights");
-      ck(cudaMalloc(&ds[c], sb), "cudaMalloc scales");
-      ck(cudaMemcpy(dp[c], hp.data(), pb, cudaMemcpyHostToDevice), "copy weights");
-      ck(cudaMemcpy(ds[c], hs.data(), sb, cudaMemcpyHostToDevice), "copy scales");
+      dp.emplace_back(pb, "tune", "weights");
+      ds.emplace_back(sb, "tune", "scales");
+      ck(cudaMemcpy(dp[c].get(), hp.data(), pb, cudaMemcpyHostToDevice), "copy weights");
+      ck(cudaMemcpy(ds[c].get(), hs.data(), sb, cudaMemcpyHostToDevice), "copy scales");
     }
     std::vector<std::uint16_t> hx(static_cast<std::size_t>(16 * k));  // up to 16 rows
     for (auto& v : hx) v = static_cast<std::uint16_t>(0x3C00 + rng() % 0x300);  // bf16 ~[0.0078, 1)
-    void *dx = nullptr, *dy = nullptr;
-    ck(cudaMalloc(&dx, 16 * k * 2), "cudaMalloc x");
-    ck(cudaMalloc(&dy, 16 * n * 2), "cudaMalloc y");
+    const DeviceBuffer dxb(static_cast<std::size_t>(16 * k * 2), "tune", "activations");
+    const DeviceBuffer dyb(static_cast<std::size_t>(16 * n * 2), "tune", "output");
+    void* dx = dxb.get();
+    void* dy = dyb.get();
     ck(cudaMemcpy(dx, hx.data(), 16 * k * 2, cudaMemcpyHostToDevice), "copy x");
     ck(cudaDeviceSynchronize(), "copy x");  // the timing stream is non-blocking
-    cudaStream_t st;
-    ck(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
+    const OwnedStream stream("tune");
+    const cudaStream_t st = stream.get();
     const int launches = static_cast<int>(std::max<std::size_t>(copies, static_cast<std::size_t>(opts.reps)));
 
     for (const GemvLayout layout : opts.layouts) {
       const bool rp = layout == GemvLayout::kRepacked;
       if (rp && !repack_for_gemv_sm90_supported(n, k)) continue;  // repacked needs N%16, K%128
-      std::vector<void*> rpk(rp ? copies : 0), rsc(rp ? copies : 0);
+      std::vector<DeviceBuffer> rpk, rsc;
       for (std::size_t c = 0; rp && c < copies; ++c) {
-        ck(cudaMalloc(&rpk[c], pb), "cudaMalloc repacked weights");
-        ck(cudaMalloc(&rsc[c], sb), "cudaMalloc repacked scales");
-        repack_for_gemv_sm90(WeightView{static_cast<const std::uint8_t*>(dp[c]), static_cast<const std::uint8_t*>(ds[c]),
-                                        1.0f, n, k},
-                             static_cast<std::uint8_t*>(rpk[c]), static_cast<std::uint8_t*>(rsc[c]), st);
+        rpk.emplace_back(pb, "tune", "repacked weights");
+        rsc.emplace_back(sb, "tune", "repacked scales");
+        repack_for_gemv_sm90(WeightView{dp[c].as<const std::uint8_t>(), ds[c].as<const std::uint8_t>(), 1.0f, n, k},
+                             rpk[c].as<std::uint8_t>(), rsc[c].as<std::uint8_t>(), st);
       }
       ck(cudaStreamSynchronize(st), "repack");
       // Repacked: M = 1 for the M <= 8 kernel (m_max 8), M = 16 for the M > 8 one (m_max 16).
@@ -138,11 +140,10 @@ std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
           return graph_us_per_call(st, launches, 5, [&](int i) {
             const std::size_t c = static_cast<std::size_t>(i) % copies;
             if (rp) {
-              const RepackedWeightView wv{static_cast<const std::uint8_t*>(rpk[c]), static_cast<const std::uint8_t*>(rsc[c]),
-                                          1.0f, n, k};
+              const RepackedWeightView wv{rpk[c].as<const std::uint8_t>(), rsc[c].as<const std::uint8_t>(), 1.0f, n, k};
               quantized_matmul_repacked_tile(xv, wv, yv, st, &tile, nullptr, o);
             } else {
-              const WeightView wv{static_cast<const std::uint8_t*>(dp[c]), static_cast<const std::uint8_t*>(ds[c]), 1.0f, n, k};
+              const WeightView wv{dp[c].as<const std::uint8_t>(), ds[c].as<const std::uint8_t>(), 1.0f, n, k};
               quantized_matmul_tile(xv, wv, yv, st, &tile);
             }
           });
@@ -151,8 +152,8 @@ std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
         plain.overlapped_launch = false;
         early.weights_read_early = true;
         GemvArgs la;  // the launch's shared memory: only the canonical M = 1 kernel's depends on the tile
-        la.packed = static_cast<const std::uint8_t*>(dp[0]);
-        la.scales = static_cast<const std::uint8_t*>(ds[0]);
+        la.packed = dp[0].as<const std::uint8_t>();
+        la.scales = ds[0].as<const std::uint8_t>();
         la.n = n;
         la.k = k;
         la.m_rows = m;
@@ -202,17 +203,6 @@ std::vector<GemvTableEntry> gemv_autotune(const TuneOptions& opts) {
         if (with_early && best_early.us < 0.98 * best.us) table.push_back(best_early);
         else if (with_early && opts.early_rejected) opts.early_rejected->push_back(best_early);
       }
-      for (std::size_t c = 0; c < rpk.size(); ++c) {
-        cudaFree(rpk[c]);
-        cudaFree(rsc[c]);
-      }
-    }
-    cudaStreamDestroy(st);
-    cudaFree(dx);
-    cudaFree(dy);
-    for (std::size_t c = 0; c < copies; ++c) {
-      cudaFree(dp[c]);
-      cudaFree(ds[c]);
     }
   }
   return table;

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "kernels/cuda/cuda_host.h"
+#include "kernels/cuda/device_owned.h"
 #include "kernels/cuda/gemm_nvfp4_cublas.h"
 #include "kernels/cuda/gemm_nvfp4_sm90_repacked.h"
 #include "kernels/cuda/gemm_nvfp4_sm90_wgmma.h"
@@ -571,21 +572,6 @@ void quantized_matmul_repacked(const MatrixView& x, const RepackedWeightView& w,
   quantized_matmul_repacked_tile(x, w, y, stream, nullptr, nullptr, options);
 }
 
-namespace {
-
-// Owning device buffer for the host path.
-struct DevBuf {
-  void* p = nullptr;
-  explicit DevBuf(std::size_t bytes) {
-    check(cudaMalloc(&p, bytes == 0 ? 1 : bytes), "quantized_matmul", "cudaMalloc of " + std::to_string(bytes) + " bytes");
-  }
-  ~DevBuf() { cudaFree(p); }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-};
-
-}  // namespace
-
 void quantized_matmul_host(const MatrixView& x, const WeightView& w, const MatrixView& y, const GemvTile* tile) {
   const char* op = "quantized_matmul";
   validate_matmul(op, x, w, y);
@@ -596,20 +582,21 @@ void quantized_matmul_host(const MatrixView& x, const WeightView& w, const Matri
   const std::size_t yb = static_cast<std::size_t>((y.rows - 1) * y.stride + y.cols) * es;
   const std::size_t pb = static_cast<std::size_t>(w.n) * (w.k / 2);
   const std::size_t sb = static_cast<std::size_t>(w.n) * (w.k / kBlockSize);
-  DevBuf dx(xb), dy(yb), dp(pb), ds(sb);
-  check(cudaMemcpy(dx.p, x.data, xb, cudaMemcpyHostToDevice), op, "copy activations");
-  check(cudaMemcpy(dy.p, y.data, yb, cudaMemcpyHostToDevice), op, "copy output");  // keeps gaps between rows
-  check(cudaMemcpy(dp.p, w.packed, pb, cudaMemcpyHostToDevice), op, "copy packed weights");
-  check(cudaMemcpy(ds.p, w.scales, sb, cudaMemcpyHostToDevice), op, "copy scales");
+  const DeviceBuffer dx(xb, op, "activations"), dy(yb, op, "output"), dp(pb, op, "packed weights"),
+      ds(sb, op, "scales");
+  check(cudaMemcpy(dx.get(), x.data, xb, cudaMemcpyHostToDevice), op, "copy activations");
+  check(cudaMemcpy(dy.get(), y.data, yb, cudaMemcpyHostToDevice), op, "copy output");  // keeps gaps between rows
+  check(cudaMemcpy(dp.get(), w.packed, pb, cudaMemcpyHostToDevice), op, "copy packed weights");
+  check(cudaMemcpy(ds.get(), w.scales, sb, cudaMemcpyHostToDevice), op, "copy scales");
   MatrixView dxv = x, dyv = y;
-  dxv.data = dx.p;
-  dyv.data = dy.p;
+  dxv.data = dx.get();
+  dyv.data = dy.get();
   WeightView dw = w;
-  dw.packed = static_cast<const std::uint8_t*>(dp.p);
-  dw.scales = static_cast<const std::uint8_t*>(ds.p);
+  dw.packed = dp.as<const std::uint8_t>();
+  dw.scales = ds.as<const std::uint8_t>();
   quantized_matmul_tile(dxv, dw, dyv, nullptr, tile);
   check(cudaDeviceSynchronize(), op, "kernel execution for " + shape_of(x, w));
-  check(cudaMemcpy(y.data, dy.p, yb, cudaMemcpyDeviceToHost), op, "copy result");
+  check(cudaMemcpy(y.data, dy.get(), yb, cudaMemcpyDeviceToHost), op, "copy result");
 }
 
 }  // namespace nvfp4::cuda
