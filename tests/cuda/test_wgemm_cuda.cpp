@@ -308,7 +308,8 @@ TEST(CudaWgemm, PublicRoute) {
 }
 
 // The built-in wgmma-GEMM choice (host code, runs without a GPU): bn 64 up to 64 rows, 128 up to
-// 128 and 256 above (128 where a bn 256 grid fills under half the SMs and bn 128 fills more);
+// 128 and 256 above (128 where a bn 256 grid fills under half the SMs and bn 128 fills more; 192
+// where its waves cost less: M = 129..192 and 257..384, 1536 rows; docs/perf-cuda.md 57);
 // the K split fills one block per SM with >= 8 stages per split; three consumer warpgroups where
 // they fill the GPU much better (6144 x 4096). The choices are the ones the H200 sweeps and A/Bs
 // measured best (docs/perf-cuda.md 25-26, 28).
@@ -321,11 +322,15 @@ TEST(CudaWgemm, PickTileRule) {
       {17, 4096, 4096, 64, 4, 2},      {64, 4096, 4096, 64, 4, 2},     {64, 14336, 4096, 64, 1, 2},
       {64, 4096, 14336, 64, 4, 2},     {64, 1024, 4096, 64, 8, 2},     {56, 6144, 4096, 64, 4, 3},
       {65, 4096, 4096, 128, 4, 2},     {128, 4096, 4096, 128, 4, 2},   {128, 14336, 4096, 128, 1, 2},
-      {128, 1024, 4096, 128, 8, 2},    {129, 4096, 4096, 256, 4, 2},   {256, 4096, 14336, 256, 4, 2},
+      {128, 1024, 4096, 128, 8, 2},    {129, 4096, 4096, 192, 4, 2},   {256, 4096, 14336, 256, 4, 2},
       {256, 14336, 4096, 256, 1, 2},   {200, 4096, 512, 128, 1, 2},    {128, 128256, 4096, 128, 1, 2},
       {256, 1024, 4096, 128, 8, 2},    {96, 6144, 4096, 128, 4, 3},    {256, 6144, 4096, 256, 2, 2},
       {64, 28672, 4096, 64, 1, 2},     {64, 128256, 4096, 64, 1, 2},
       {1024, 14336, 4096, 256, 1, 2},  {1024, 1024, 4096, 256, 4, 2},
+      {192, 4096, 4096, 192, 4, 2},    {384, 14336, 4096, 192, 1, 2},  {384, 4096, 14336, 192, 2, 2},
+      {768, 4096, 4096, 192, 1, 2},    {768, 14336, 4096, 256, 1, 2},  {1536, 4096, 4096, 192, 1, 2},
+      {1536, 14336, 4096, 192, 1, 2},  {1280, 4096, 4096, 192, 1, 2},  {2048, 4096, 4096, 256, 1, 2},
+      {2048, 14336, 4096, 256, 1, 2},  {512, 4096, 4096, 256, 2, 2},
   };
   for (const Case& c : cases) {
     const cuda::WgemmTile t = cuda::wgemm_pick_tile(132, c.n, c.k, c.m);
@@ -339,9 +344,10 @@ TEST(CudaWgemm, PickTileRule) {
 
 // Where the built-in route takes the wgmma GEMM over the dense panel at 1025..2048 rows (host
 // code, runs without a GPU): grids that fill >= 90% of their last wave, N >= 4096. The cases are
-// the Llama-3-8B prefill linears the H200 A/Bs measured (docs/perf-cuda.md 55): at 2048 rows q / o,
+// the Llama-3-8B prefill linears the H200 A/Bs measured (docs/perf-cuda.md 55, 57): at 2048 rows q / o,
 // gate / up, down and the fused q/k/v fill 97% and take the GEMM, k / v (N = 1024) the panel; at
-// 1536 rows (73-85%) every one the panel.
+// 1536 rows bn 192 fills 97% (bn 256 filled 73-85%, the panel ran) and takes them too; at 1280
+// rows 4096 weight rows fill 85% (panel), 14336 99% (GEMM).
 TEST(CudaWgemm, PreferredOverPanelRule) {
   struct Case {
     std::int64_t m, n, k;
@@ -349,8 +355,9 @@ TEST(CudaWgemm, PreferredOverPanelRule) {
   };
   const Case cases[] = {
       {2048, 4096, 4096, true},   {2048, 14336, 4096, true},  {2048, 4096, 14336, true},  {2048, 6144, 4096, true},
-      {2048, 28672, 4096, true},  {2048, 1024, 4096, false},  {1536, 4096, 4096, false},  {1536, 14336, 4096, false},
-      {1536, 4096, 14336, false}, {1280, 4096, 4096, false},  {2048, 2048, 4096, false},
+      {2048, 28672, 4096, true},  {2048, 1024, 4096, false},  {1536, 4096, 4096, true},   {1536, 14336, 4096, true},
+      {1536, 4096, 14336, true},  {1536, 1024, 4096, false},  {1280, 4096, 4096, false},  {1280, 14336, 4096, true},
+      {2048, 2048, 4096, false},
   };
   for (const Case& c : cases)
     EXPECT_EQ(cuda::wgemm_preferred(132, c.n, c.k, c.m), c.gemm)

@@ -1,7 +1,7 @@
 // kernels/cuda/gemm_nvfp4_sm90_wgmma.cu -- the wgmma GEMM ("ws") on the canonical checkpoint
 // layout, for batched decode and prefills with bf16 or fp16 activations (M = 17..1024, and up to
 // 2048 where wgemm_preferred) on Hopper: warp-specialized, a producer warpgroup and two or three
-// consumer warpgroups, 64, 128 or 256 activation rows per block. (A first kernel, "wg", with two
+// consumer warpgroups, 64, 128, 192 or 256 activation rows per block. (A first kernel, "wg", with two
 // warpgroups that both copied and computed, ran M <= 64 until the ws kernel at 64 rows measured
 // 4-12% faster at every shape; docs/perf-cuda.md 22, 28.)
 //
@@ -43,7 +43,6 @@
 #include "kernels/cuda/gemm_nvfp4_sm90_wgmma.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 
 #include <cuda.h>  // CUtensorMap (types only: the encode call goes through the runtime's driver entry point)
@@ -682,7 +681,8 @@ bool wgemm_supported(const std::uint8_t* packed, const std::uint8_t* scales, std
 // The smallest block shape that holds M (graph us, H200, docs/perf-cuda.md 26 and 28,
 // bench/results/*ws-sweep*, *ws64*): bn 64 up to 64 rows (64 x 14336 x 4096 33.9 against 38.3
 // for the two-warpgroup kernel it replaced, 64 x 4096^2 12.9 against 13.8), bn 128 up to 128
-// (96 / 128 x 4096^2 16.3 / 17.7) and bn 256 beyond (256 x 14336 x 4096 59.4). K split: the
+// (96 / 128 x 4096^2 16.3 / 17.7) and bn 256 beyond (256 x 14336 x 4096 59.4), or bn 192 where
+// that costs less (below). K split: the
 // largest power of two (>= 8 stages = 512 k each) that keeps the grid within one block per SM;
 // the sweeps' best split at each of the 16 shapes swept on 2026-12-01 (bn 64: 12, bn 128/256: 4).
 WgemmTile wgemm_pick_tile(int sms, std::int64_t n, std::int64_t k, std::int64_t m) {
@@ -709,10 +709,16 @@ WgemmTile wgemm_pick_tile(int sms, std::int64_t n, std::int64_t k, std::int64_t 
     const WgemmTile half = with_split(128);
     if (filled(half) > filled(t)) t = half;
   }
-  // EXPERIMENT (NVFP4_EXP_WG_BN192=1): bn 192 where its grid's waves cost less than bn 256's, by
-  // waves x (bn + 64) x stages per split: the bn + 64 is a decode cost per block that does not
-  // shrink with bn, fitted to the bn 128 A/B of docs/perf-cuda.md 56 (per MAC 1.2x bn 256's).
-  if (const char* e = std::getenv("NVFP4_EXP_WG_BN192"); e && *e == '1' && t.bn == 256 && t.consumers == 2) {
+  // bn 192 where its grid costs less than bn 256's, estimated as waves x (bn + 64) x stages per
+  // split. Why: a block's time is mostly its MACs (bn) plus a decode that does not shrink with bn
+  // (the + 64, fitted to bn 128's loss of docs/perf-cuda.md 56: 1.2x bn 256's cost per MAC); bn 192
+  // fills the last wave better where bn 256 leaves it a quarter empty (1536 rows at 4096 weight rows:
+  // 97% against 73%) and pads fewer activation rows (M = 129..192, 257..384). Measured on H200,
+  // paired against bn 256 (same binary, docs/perf-cuda.md 57): Llama-3-8B prefill P = 384 / 768 /
+  // 1280 -11.6% / -5.8% / -1.7%, batched decode B = 192 -10.1%; P = 2048 (bn 256 in both) no
+  // difference; at 1536 rows 1536 x 4096^2 and 1536 x 14336 x 4096 -3.5% / -4% against the panel
+  // they replace, the whole P = 1536 prefill no detectable difference (+1.4%, CI [-1.3, +8.5]).
+  if (t.bn == 256 && t.consumers == 2) {
     auto est = [&](const WgemmTile& u) {
       const std::int64_t waves = (filled(u) + sms - 1) / sms, per = (stages + u.k_split - 1) / u.k_split;
       return waves * (u.bn + 64) * per;

@@ -18,7 +18,7 @@
 namespace nvfp4::cuda {
 
 // Block shape: a block owns 64 weight rows (output columns) per consumer warpgroup and
-//   bn:      activation rows per block (the wgmma's N): 64, 128 or 256;
+//   bn:      activation rows per block (the wgmma's N): 64, 128, 192 (two consumers only) or 256;
 //   k_split: blocks per output tile along K, 1..64; > 1 writes fp32 partials that a second
 //            kernel sums in split order (deterministic), as the repacked GEMM does;
 //   consumers: consumer warpgroups, 2 (128 weight rows per block) or, at bn 64 / 128, 3 (192).
