@@ -49,7 +49,7 @@ void release_scratch();
 // (throws nvfp4::Error) and checks launch errors. On Hopper: up to 16 rows the GEMV; 17..1024
 // bf16/fp16 rows the wgmma GEMM that decodes the weights in registers, and 1025..2048 rows where
 // its grid fills the GPU (N >= 4096, >= 90% of its last wave); other rows, or fp32 rows, a dense
-// bf16/fp16/fp32 panel + cuBLAS (docs/perf-cuda.md 22, 26, 29, 55). Before Hopper (no wgmma):
+// bf16/fp16/fp32 panel + cuBLAS (docs/perf-cuda.md 22, 26, 29, 55, 57). Before Hopper (no wgmma):
 // the GEMV up to 16 rows, the panel + cuBLAS above.
 void quantized_matmul(const MatrixView& x, const WeightView& w, const MatrixView& y,
                       void* stream = nullptr);
