@@ -682,9 +682,9 @@ bool wgemm_supported(const std::uint8_t* packed, const std::uint8_t* scales, std
 // bench/results/*ws-sweep*, *ws64*): bn 64 up to 64 rows (64 x 14336 x 4096 33.9 against 38.3
 // for the two-warpgroup kernel it replaced, 64 x 4096^2 12.9 against 13.8), bn 128 up to 128
 // (96 / 128 x 4096^2 16.3 / 17.7) and bn 256 beyond (256 x 14336 x 4096 59.4), or bn 192 where
-// that costs less (below). K split: the
-// largest power of two (>= 8 stages = 512 k each) that keeps the grid within one block per SM;
-// the sweeps' best split at each of the 16 shapes swept on 2026-12-01 (bn 64: 12, bn 128/256: 4).
+// that costs less (below). K split: the largest power of two (>= 8 stages = 512 k each) that keeps
+// the grid within one block per SM; the sweeps' best split at each of the 16 shapes swept on
+// 2026-12-01 (bn 64: 12, bn 128/256: 4).
 WgemmTile wgemm_pick_tile(int sms, std::int64_t n, std::int64_t k, std::int64_t m) {
   sms = std::max(sms, 1);
   const std::int64_t stages = k / kStageK;
@@ -699,6 +699,10 @@ WgemmTile wgemm_pick_tile(int sms, std::int64_t n, std::int64_t k, std::int64_t 
     return t;
   };
   auto filled = [&](const WgemmTile& t) { return blocks_of(t.bn, t.consumers) * t.k_split; };
+  // The estimates below: the grid's waves x its stages per K split x a block's cost per stage.
+  auto waves_x_stages = [&](const WgemmTile& u) {
+    return ((filled(u) + sms - 1) / sms) * ((stages + u.k_split - 1) / u.k_split);
+  };
   WgemmTile t = with_split(m <= 64 ? 64 : (m <= 128 ? 128 : 256));
   // bn 256 whose grid fills under half the SMs even at its K split (few weight rows: Llama's k/v
   // at 1024 x 4096) takes bn 128 if that fills more: 256 x 1024 x 4096 11.1 against 15.4 us, and
@@ -719,12 +723,8 @@ WgemmTile wgemm_pick_tile(int sms, std::int64_t n, std::int64_t k, std::int64_t 
   // difference; at 1536 rows 1536 x 4096^2 and 1536 x 14336 x 4096 -3.5% / -4% against the panel
   // they replace, the whole P = 1536 prefill no detectable difference (+1.4%, CI [-1.3, +8.5]).
   if (t.bn == 256 && t.consumers == 2) {
-    auto est = [&](const WgemmTile& u) {
-      const std::int64_t waves = (filled(u) + sms - 1) / sms, per = (stages + u.k_split - 1) / u.k_split;
-      return waves * (u.bn + 64) * per;
-    };
     const WgemmTile u = with_split(192);
-    if (est(u) < est(t)) t = u;
+    if (waves_x_stages(u) * (u.bn + 64) < waves_x_stages(t) * (t.bn + 64)) t = u;
   }
   // Three consumer warpgroups (192 rows per block) at bn 64 / 128, with a K split of any count
   // that keeps one wave and >= 8 stages per split, where they fill the GPU much better than two.
@@ -741,11 +741,8 @@ WgemmTile wgemm_pick_tile(int sms, std::int64_t n, std::int64_t k, std::int64_t 
     t3.consumers = 3;
     t3.k_split = static_cast<int>(
         std::max<std::int64_t>(1, std::min<std::int64_t>({sms / blocks_of(t.bn, 3), stages / 8, 64})));
-    auto est = [&](const WgemmTile& u, double rate) {
-      const std::int64_t waves = (filled(u) + sms - 1) / sms, per = (stages + u.k_split - 1) / u.k_split;
-      return static_cast<double>(waves * ws_rows(u.consumers) * per) / rate;
-    };
-    if (est(t3, 1.0) < 0.9 * est(t, 1.0)) t = t3;
+    auto est = [&](const WgemmTile& u) { return static_cast<double>(waves_x_stages(u) * ws_rows(u.consumers)); };
+    if (est(t3) < 0.9 * est(t)) t = t3;
   }
   return t;
 }
