@@ -373,7 +373,7 @@ std::vector<Row> run_cuda(const Options& opts) {
         });
       if (wgemm_ok && (*sw == '1' || std::strcmp(sw, "ws") == 0) && dt == DType::kBF16)
         for (const int consumers : {2, 3})
-          for (const int bn : {64, 128, 192, 256})
+          for (const int bn : {64, 128, 160, 192, 224, 256})
             for (const int ks : {1, 2, 3, 4, 6, 8}) {
               const cuda::WgemmTile t{bn, ks, consumers};
               if (!cuda::wgemm_tile_valid(t) || (ks > 1 && ks * 8 > s.k / 64)) continue;  // < 8 stages per split

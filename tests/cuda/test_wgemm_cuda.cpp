@@ -74,7 +74,8 @@ TEST(CudaWgemm, OneHotOracleEveryTileDeterministic) {
   // rows; [3], [7], [9]: graphs).
   const cuda::WgemmTile tiles[] = {{64, 1},   {64, 64}, {128, 3}, {64, 7},    {128, 64},
                                    {128, 1},  {256, 1}, {256, 3}, {64, 5},    {128, 6, 3},
-                                   {64, 1, 3}, {64, 6, 3}, {128, 1, 3}, {192, 1}, {192, 5}};
+                                   {64, 1, 3}, {64, 6, 3}, {128, 1, 3}, {192, 1}, {192, 5}, {160, 1},
+                                   {224, 3}};
   for (auto nk : {std::pair<std::int64_t, std::int64_t>{16, 64}, {48, 256}, {300, 4096}, {1040, 1024}}) {
     const std::int64_t n = nk.first, k = nk.second;
     const std::uint64_t seed = 9090 + n * 7 + k;
@@ -98,7 +99,7 @@ TEST(CudaWgemm, OneHotOracleEveryTileDeterministic) {
         ASSERT_EQ(bad, 0) << what;
         for (const std::int64_t m : {17, 64, 65, 200, 300}) {
           if (dt == DType::kF16 && (m == 64 || m == 200 || m == 300)) continue;  // fp16: M = 17 and 65
-          if (m == 300 && !(t && t->bn >= 192)) continue;  // two activation blocks of 192 / 256, the second partial
+          if (m == 300 && !(t && t->bn >= 160)) continue;  // two activation blocks of 160..256, the second partial
           Tensor x = random_x(dt, m, k, seed + m);
           Tensor yb = nan_tensor(dt, m, n);
           run_wgemm(dw, x, yb, m, t);
@@ -176,7 +177,8 @@ TEST(CudaWgemm, SmallRunsForTheSanitizers) {
     // K split 3 (6 stages, the ring does not wrap) and 1 (16 stages: every ring wraps, so the
     // slots are refilled behind the consumers' releases).
     for (const cuda::WgemmTile t : {cuda::WgemmTile{64, 3}, cuda::WgemmTile{64, 1}, cuda::WgemmTile{128, 3},
-                                    cuda::WgemmTile{128, 1}, cuda::WgemmTile{192, 1}, cuda::WgemmTile{256, 1},
+                                    cuda::WgemmTile{128, 1}, cuda::WgemmTile{160, 1}, cuda::WgemmTile{192, 1},
+                                    cuda::WgemmTile{224, 1}, cuda::WgemmTile{256, 1},
                                     cuda::WgemmTile{64, 1, 3},
                                     cuda::WgemmTile{128, 3, 3}}) {
       Tensor y = nan_tensor(dt, m, n);
@@ -234,7 +236,7 @@ TEST(CudaWgemm, ScalesCopiedInGroupsOrPerStage) {
 // row's padding too).
 TEST(CudaWgemm, EpilogueEdgesAndStrides) {
   REQUIRE_HOPPER_PATHS();
-  const cuda::WgemmTile tiles[] = {{64, 1}, {128, 1}, {192, 1}, {256, 1}, {64, 1, 3}, {128, 1, 3}};
+  const cuda::WgemmTile tiles[] = {{64, 1}, {128, 1}, {160, 1}, {192, 1}, {224, 1}, {256, 1}, {64, 1, 3}, {128, 1, 3}};
   for (const std::int64_t n : {130, 257}) {
     const std::int64_t k = 256;
     const std::uint64_t seed = 5150 + n;
@@ -245,7 +247,7 @@ TEST(CudaWgemm, EpilogueEdgesAndStrides) {
       for (const cuda::WgemmTile& t : tiles) {
         // (rows, output row stride, output offset in elements)
         for (const auto& [m, ys, off] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{17, (n + 3) / 4 * 4, 0},
-                                          {100, n + 3, 0}, {t.bn >= 192 ? 300 : 65, n + 1, 1}}) {
+                                          {100, n + 3, 0}, {t.bn >= 160 ? 300 : 65, n + 1, 1}}) {
           const std::string what = std::string(dtype_name(dt)) + " " + wg_tile_name(&t) + " M=" + std::to_string(m) +
                                    " y stride " + std::to_string(ys) + " offset " + std::to_string(off);
           const Tensor x = random_x(dt, m, k, seed + m);

@@ -43,6 +43,7 @@
 #include "kernels/cuda/gemm_nvfp4_sm90_wgmma.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include <cuda.h>  // CUtensorMap (types only: the encode call goes through the runtime's driver entry point)
@@ -144,11 +145,23 @@ __device__ __forceinline__ std::uint32_t decode_byte(std::uint32_t q, std::uint3
                "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"                                   \
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])                                                                                \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate))
+#define NVFP4_WG_N160(TYPES)                                                                         \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %85, 0;\n"                                          \
+               "wgmma.mma_async.sync.aligned.m64n160k16.f32." TYPES " "                              \
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79}, {%80,%81,%82,%83}, %84, p, 1, 1, 0;\n}\n"\
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]) \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate))
 #define NVFP4_WG_N192(TYPES)                                                                         \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %101, 0;\n"                                        \
                "wgmma.mma_async.sync.aligned.m64n192k16.f32." TYPES " "                              \
                "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95}, {%96,%97,%98,%99}, %100, p, 1, 1, 0;\n}\n"                                   \
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]) \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate))
+#define NVFP4_WG_N224(TYPES)                                                                         \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %117, 0;\n"                                         \
+               "wgmma.mma_async.sync.aligned.m64n224k16.f32." TYPES " "                              \
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111}, {%112,%113,%114,%115}, %116, p, 1, 1, 0;\n}\n"\
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]) \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate))
 #define NVFP4_WG_N256(TYPES)                                                                         \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"                                        \
@@ -164,14 +177,20 @@ __device__ __forceinline__ void wgmma_bn(float (&d)[BN / 2], const std::uint32_t
     if constexpr (F16) NVFP4_WG_N64("f16.f16"); else NVFP4_WG_N64("bf16.bf16");
   } else if constexpr (BN == 128) {
     if constexpr (F16) NVFP4_WG_N128("f16.f16"); else NVFP4_WG_N128("bf16.bf16");
+  } else if constexpr (BN == 160) {
+    if constexpr (F16) NVFP4_WG_N160("f16.f16"); else NVFP4_WG_N160("bf16.bf16");
   } else if constexpr (BN == 192) {
     if constexpr (F16) NVFP4_WG_N192("f16.f16"); else NVFP4_WG_N192("bf16.bf16");
+  } else if constexpr (BN == 224) {
+    if constexpr (F16) NVFP4_WG_N224("f16.f16"); else NVFP4_WG_N224("bf16.bf16");
   } else {
     if constexpr (F16) NVFP4_WG_N256("f16.f16"); else NVFP4_WG_N256("bf16.bf16");
   }
 }
 #undef NVFP4_WG_N64
+#undef NVFP4_WG_N160
 #undef NVFP4_WG_N192
+#undef NVFP4_WG_N224
 #undef NVFP4_WG_N256
 #undef NVFP4_WG_N128
 
@@ -346,9 +365,10 @@ __device__ __forceinline__ void store_tile(const float (&acc)[BN / 2], float* st
 // rows (bn 64); Llama-3-8B batched decode at B = 128 7.12 -> 5.83 ms per step, at B = 64 5.20 ->
 // 4.72 (docs/perf-cuda.md 26, 28).
 __host__ __device__ constexpr int ws_threads(int consumers) { return 128 * (1 + consumers); }  // + the producer
-// Ring slots: as many as the 227 KB allow (bn 256: 5 of 38 KB, bn 192: 7 of 30 KB).
+// Ring slots: as many as the 227 KB allow (bn 256 / 224 / 192 / 160: 5 / 6 / 7 / 8 of 38 / 34 /
+// 30 / 26 KB).
 __host__ __device__ constexpr int ws_stages(int bn, int consumers) {
-  return bn == 256 ? 5 : bn == 192 ? 7 : (consumers == 3 ? 8 : 9);
+  return bn == 256 ? 5 : bn == 224 ? 6 : bn == 192 ? 7 : bn == 160 ? 8 : (consumers == 3 ? 8 : 9);
 }
 // The ring of stages, then its full and empty barriers (8 bytes each), then the scale groups'
 // ring (two consumer warpgroups only: 2 slots of 16 bytes per weight row), then the 1024 bytes of
@@ -366,11 +386,14 @@ static_assert(epilogue_bytes(64, 2) <= ws_stages(64, 2) * stage_bytes(64, 2) &&
                   epilogue_bytes(128, 2) <= ws_stages(128, 2) * stage_bytes(128, 2) &&
                   epilogue_bytes(256, 2) <= ws_stages(256, 2) * stage_bytes(256, 2) &&
                   epilogue_bytes(192, 2) <= ws_stages(192, 2) * stage_bytes(192, 2) &&
+                  epilogue_bytes(160, 2) <= ws_stages(160, 2) * stage_bytes(160, 2) &&
+                  epilogue_bytes(224, 2) <= ws_stages(224, 2) * stage_bytes(224, 2) &&
                   epilogue_bytes(64, 3) <= ws_stages(64, 3) * stage_bytes(64, 3) &&
                   epilogue_bytes(128, 3) <= ws_stages(128, 3) * stage_bytes(128, 3),
               "the epilogue's tile must fit in the ring");
 static_assert(ws_smem_bytes(64, 3) <= 227 * 1024 && ws_smem_bytes(128, 3) <= 227 * 1024 &&
-                  ws_smem_bytes(128, 2) <= 227 * 1024 && ws_smem_bytes(192, 2) <= 227 * 1024 &&
+                  ws_smem_bytes(128, 2) <= 227 * 1024 && ws_smem_bytes(160, 2) <= 227 * 1024 &&
+                  ws_smem_bytes(192, 2) <= 227 * 1024 && ws_smem_bytes(224, 2) <= 227 * 1024 &&
                   ws_smem_bytes(256, 2) <= 227 * 1024,
               "the ring must fit the 227 KB a block may use");
 
@@ -411,7 +434,7 @@ __global__ void __launch_bounds__(ws_threads(C), 1)
   constexpr int kStage = stage_bytes(BN, C), kStages = ws_stages(BN, C), kRows = ws_rows(C);
   // Registers per consumer thread where they need more than 65536 / threads (0: no setmaxnreg):
   // (65536 - 128 x 40 of the producer) / consumer threads, rounded down to a multiple of 8.
-  constexpr int kConsumerRegs = BN >= 192 ? 232 : (BN == 128 && C == 3 ? 152 : 0);
+  constexpr int kConsumerRegs = BN >= 160 ? 232 : (BN == 128 && C == 3 ? 152 : 0);
   extern __shared__ __align__(1024) std::uint8_t smem_raw[];
   const int tid = threadIdx.x, lane = tid & 31;
   std::uint32_t base;
@@ -663,13 +686,16 @@ cudaError_t launch_ws_tile(const GemvArgs& a, const WgemmTile& t, void* workspac
     return t.bn == 64 ? launch_ws<64, F16, 3>(a, t, workspace, stream) : launch_ws<128, F16, 3>(a, t, workspace, stream);
   return t.bn == 64    ? launch_ws<64, F16, 2>(a, t, workspace, stream)
          : t.bn == 128 ? launch_ws<128, F16, 2>(a, t, workspace, stream)
+         : t.bn == 160 ? launch_ws<160, F16, 2>(a, t, workspace, stream)
          : t.bn == 192 ? launch_ws<192, F16, 2>(a, t, workspace, stream)
+         : t.bn == 224 ? launch_ws<224, F16, 2>(a, t, workspace, stream)
                        : launch_ws<256, F16, 2>(a, t, workspace, stream);
 }
 }  // namespace
 
 bool wgemm_tile_valid(const WgemmTile& t) {
-  return (t.bn == 64 || t.bn == 128 || t.bn == 192 || t.bn == 256) && t.k_split >= 1 && t.k_split <= 64 &&
+  return (t.bn == 64 || t.bn == 128 || (t.bn >= 160 && t.bn <= 256 && t.bn % 32 == 0)) && t.k_split >= 1 &&
+         t.k_split <= 64 &&
          (t.consumers == 2 || (t.consumers == 3 && t.bn <= 128));
 }
 
@@ -723,8 +749,13 @@ WgemmTile wgemm_pick_tile(int sms, std::int64_t n, std::int64_t k, std::int64_t 
   // difference; at 1536 rows 1536 x 4096^2 and 1536 x 14336 x 4096 -3.5% / -4% against the panel
   // they replace, the whole P = 1536 prefill no detectable difference (+1.4%, CI [-1.3, +8.5]).
   if (t.bn == 256 && t.consumers == 2) {
-    const WgemmTile u = with_split(192);
-    if (waves_x_stages(u) * (u.bn + 64) < waves_x_stages(t) * (t.bn + 64)) t = u;
+    const char* e = std::getenv("NVFP4_EXP_WG_ONLY_192");  // EXPERIMENT: the rule before bn 160 / 224
+    const bool only192 = e && *e == '1';
+    for (const int bn : {224, 192, 160}) {
+      if (only192 && bn != 192) continue;
+      const WgemmTile u = with_split(bn);
+      if (waves_x_stages(u) * (u.bn + 64) < waves_x_stages(t) * (t.bn + 64)) t = u;
+    }
   }
   // Three consumer warpgroups (192 rows per block) at bn 64 / 128, with a K split of any count
   // that keeps one wave and >= 8 stages per split, where they fill the GPU much better than two.
