@@ -310,8 +310,9 @@ TEST(CudaWgemm, PublicRoute) {
 }
 
 // The built-in wgmma-GEMM choice (host code, runs without a GPU): bn 64 up to 64 rows, 128 up to
-// 128 and 256 above (128 where a bn 256 grid fills under half the SMs and bn 128 fills more; 192
-// where its waves cost less: M = 129..192 and 257..384, 1536 rows; docs/perf-cuda.md 57);
+// 128 and 256 above (128 where a bn 256 grid fills under half the SMs and bn 128 fills more; 160,
+// 192 or 224 where its waves cost less: less padding at M = 129, 192, 320, 384, 448, 640, a fuller
+// last wave at 1280 / 1536 rows; docs/perf-cuda.md 57, 58);
 // the K split fills one block per SM with >= 8 stages per split; three consumer warpgroups where
 // they fill the GPU much better (6144 x 4096). The choices are the ones the H200 sweeps and A/Bs
 // measured best (docs/perf-cuda.md 25-26, 28).
@@ -324,15 +325,16 @@ TEST(CudaWgemm, PickTileRule) {
       {17, 4096, 4096, 64, 4, 2},      {64, 4096, 4096, 64, 4, 2},     {64, 14336, 4096, 64, 1, 2},
       {64, 4096, 14336, 64, 4, 2},     {64, 1024, 4096, 64, 8, 2},     {56, 6144, 4096, 64, 4, 3},
       {65, 4096, 4096, 128, 4, 2},     {128, 4096, 4096, 128, 4, 2},   {128, 14336, 4096, 128, 1, 2},
-      {128, 1024, 4096, 128, 8, 2},    {129, 4096, 4096, 192, 4, 2},   {256, 4096, 14336, 256, 4, 2},
+      {128, 1024, 4096, 128, 8, 2},    {129, 4096, 4096, 160, 4, 2},   {256, 4096, 14336, 256, 4, 2},
       {256, 14336, 4096, 256, 1, 2},   {200, 4096, 512, 128, 1, 2},    {128, 128256, 4096, 128, 1, 2},
       {256, 1024, 4096, 128, 8, 2},    {96, 6144, 4096, 128, 4, 3},    {256, 6144, 4096, 256, 2, 2},
       {64, 28672, 4096, 64, 1, 2},     {64, 128256, 4096, 64, 1, 2},
       {1024, 14336, 4096, 256, 1, 2},  {1024, 1024, 4096, 256, 4, 2},
       {192, 4096, 4096, 192, 4, 2},    {384, 14336, 4096, 192, 1, 2},  {384, 4096, 14336, 192, 2, 2},
       {768, 4096, 4096, 192, 1, 2},    {768, 14336, 4096, 256, 1, 2},  {1536, 4096, 4096, 192, 1, 2},
-      {1536, 14336, 4096, 192, 1, 2},  {1280, 4096, 4096, 192, 1, 2},  {2048, 4096, 4096, 256, 1, 2},
-      {2048, 14336, 4096, 256, 1, 2},  {512, 4096, 4096, 256, 2, 2},
+      {1536, 14336, 4096, 224, 1, 2},  {1280, 4096, 4096, 160, 1, 2},  {2048, 4096, 4096, 256, 1, 2},
+      {2048, 14336, 4096, 256, 1, 2},  {512, 4096, 4096, 256, 2, 2},    {320, 4096, 4096, 160, 2, 2},
+      {448, 14336, 4096, 224, 1, 2},   {640, 4096, 4096, 160, 1, 2},
   };
   for (const Case& c : cases) {
     const cuda::WgemmTile t = cuda::wgemm_pick_tile(132, c.n, c.k, c.m);
@@ -348,8 +350,9 @@ TEST(CudaWgemm, PickTileRule) {
 // code, runs without a GPU): grids that fill >= 90% of their last wave, N >= 4096. The cases are
 // the Llama-3-8B prefill linears the H200 A/Bs measured (docs/perf-cuda.md 55, 57): at 2048 rows q / o,
 // gate / up, down and the fused q/k/v fill 97% and take the GEMM, k / v (N = 1024) the panel; at
-// 1536 rows bn 192 fills 97% (bn 256 filled 73-85%, the panel ran) and takes them too; at 1280
-// rows 4096 weight rows fill 85% (panel), 14336 99% (GEMM).
+// 1536 rows bn 192 / 224 fill 97% / 99% (bn 256 filled 73-85%, the panel ran) and take them too;
+// at 1280 rows 4096 weight rows get bn 160 (97%, but slower than the panel: never above 1024 rows),
+// 14336 bn 192 (99%, GEMM) (docs/perf-cuda.md 57, 58).
 TEST(CudaWgemm, PreferredOverPanelRule) {
   struct Case {
     std::int64_t m, n, k;

@@ -1,7 +1,7 @@
 // kernels/cuda/gemm_nvfp4_sm90_wgmma.cu -- the wgmma GEMM ("ws") on the canonical checkpoint
 // layout, for batched decode and prefills with bf16 or fp16 activations (M = 17..1024, and up to
 // 2048 where wgemm_preferred) on Hopper: warp-specialized, a producer warpgroup and two or three
-// consumer warpgroups, 64, 128, 192 or 256 activation rows per block. (A first kernel, "wg", with two
+// consumer warpgroups, 64 to 256 activation rows per block. (A first kernel, "wg", with two
 // warpgroups that both copied and computed, ran M <= 64 until the ws kernel at 64 rows measured
 // 4-12% faster at every shape; docs/perf-cuda.md 22, 28.)
 //
@@ -43,7 +43,6 @@
 #include "kernels/cuda/gemm_nvfp4_sm90_wgmma.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 
 #include <cuda.h>  // CUtensorMap (types only: the encode call goes through the runtime's driver entry point)
@@ -739,8 +738,8 @@ WgemmTile wgemm_pick_tile(int sms, std::int64_t n, std::int64_t k, std::int64_t 
     const WgemmTile half = with_split(128);
     if (filled(half) > filled(t)) t = half;
   }
-  // bn 192 where its grid costs less than bn 256's, estimated as waves x (bn + 64) x stages per
-  // split. Why: a block's time is mostly its MACs (bn) plus a decode that does not shrink with bn
+  // bn 224, 192 or 160 where its grid costs less than bn 256's, estimated as waves x (bn + 64) x
+  // stages per split. Why: a block's time is mostly its MACs (bn) plus a decode that does not shrink with bn
   // (the + 64, fitted to bn 128's loss of docs/perf-cuda.md 56: 1.2x bn 256's cost per MAC); bn 192
   // fills the last wave better where bn 256 leaves it a quarter empty (1536 rows at 4096 weight rows:
   // 97% against 73%) and pads fewer activation rows (M = 129..192, 257..384). Measured on H200,
@@ -748,15 +747,14 @@ WgemmTile wgemm_pick_tile(int sms, std::int64_t n, std::int64_t k, std::int64_t 
   // 1280 -11.6% / -5.8% / -1.7%, batched decode B = 192 -10.1%; P = 2048 (bn 256 in both) no
   // difference; at 1536 rows 1536 x 4096^2 and 1536 x 14336 x 4096 -3.5% / -4% against the panel
   // they replace, the whole P = 1536 prefill no detectable difference (+1.4%, CI [-1.3, +8.5]).
-  if (t.bn == 256 && t.consumers == 2) {
-    const char* e = std::getenv("NVFP4_EXP_WG_ONLY_192");  // EXPERIMENT: the rule before bn 160 / 224
-    const bool only192 = e && *e == '1';
+  // bn 160 and 224 (the same cost; paired against the rule with bn 192 alone, docs/perf-cuda.md
+  // 58): P = 320 / 448 / 640 / 1536 -7.2% / -5.8% / -7.7% / -2.4%, batched decode B = 160 / 224
+  // -6.1% / -4.9%, P = 768 (bn 192 in both) no difference.
+  if (t.bn == 256 && t.consumers == 2)
     for (const int bn : {224, 192, 160}) {
-      if (only192 && bn != 192) continue;
       const WgemmTile u = with_split(bn);
       if (waves_x_stages(u) * (u.bn + 64) < waves_x_stages(t) * (t.bn + 64)) t = u;
     }
-  }
   // Three consumer warpgroups (192 rows per block) at bn 64 / 128, with a K split of any count
   // that keeps one wave and >= 8 stages per split, where they fill the GPU much better than two.
   // The estimate is waves x rows x stages per block; three are taken below 0.9x of two. Measured
@@ -782,6 +780,9 @@ bool wgemm_preferred(int sms, std::int64_t n, std::int64_t k, std::int64_t m) {
   if (n < 4096) return false;
   sms = std::max(sms, 1);
   const WgemmTile t = wgemm_pick_tile(sms, n, k, m);
+  // Not with bn 160 (more decode per MAC): at 1280 rows its full grids on 4096 weight rows lost to
+  // the panel, Llama-3-8B prefill P = 1280 +1.7% against the panel there (docs/perf-cuda.md 58).
+  if (t.bn < 192) return false;
   const std::int64_t blocks = ws_grid_blocks(n, m, t.bn, t.consumers) * t.k_split;
   const std::int64_t waves = (blocks + sms - 1) / sms;
   return 10 * blocks >= 9 * waves * sms;

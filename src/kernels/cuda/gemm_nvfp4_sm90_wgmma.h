@@ -18,7 +18,7 @@
 namespace nvfp4::cuda {
 
 // Block shape: a block owns 64 weight rows (output columns) per consumer warpgroup and
-//   bn:      activation rows per block (the wgmma's N): 64, 128, 192 (two consumers only) or 256;
+//   bn:      activation rows per block (the wgmma's N): 64, 128, 160, 192, 224 (two consumers only) or 256;
 //   k_split: blocks per output tile along K, 1..64; > 1 writes fp32 partials that a second
 //            kernel sums in split order (deterministic), as the repacked GEMM does;
 //   consumers: consumer warpgroups, 2 (128 weight rows per block) or, at bn 64 / 128, 3 (192).
@@ -43,7 +43,9 @@ WgemmTile wgemm_pick_tile(int sms, std::int64_t n, std::int64_t k, std::int64_t 
 // and N >= 4096. Why: at 2048 rows the GEMM wins by 3-4% where its grid fills 97% of its waves
 // (14336 x 4096, 4096 x 4096, 4096 x 14336, 6144 x 4096); Llama-3-8B prefill P = 1536, whose
 // grids fill 73-85%, ran 4.3% slower on it than on the panel, and at 2048 rows a rotation of
-// mostly N = 1024 (k / v) calls 7% slower (H200, 2026-12-03, docs/perf-cuda.md 55).
+// mostly N = 1024 (k / v) calls 7% slower (H200, 2026-12-03, docs/perf-cuda.md 55). Since the
+// bn 160 / 192 / 224 tiles (docs/perf-cuda.md 57, 58): at 1536 rows bn 192 / 224 fill 97-99% and
+// beat the panel; bn 160 is never taken here (at 1280 rows it lost to the panel).
 bool wgemm_preferred(int sms, std::int64_t n, std::int64_t k, std::int64_t m);
 
 // Device workspace the launch needs (0 when k_split == 1): the fp32 partials.
