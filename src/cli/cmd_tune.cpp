@@ -159,14 +159,9 @@ void run_tune(const TuneArgs& a) {
     }
     return;
   }
-  for (const auto& s : a.shapes) {
-    if (!cuda::gemv_class_known(s))
-      fail("tune", "unknown shape class '" + s + "' (see nvfp4 tune --list; exact/NxK names any shape)");
-    // The table reader refuses such an entry (tuning_sm90.cpp): no NVFP4 weight has that K.
-    if (const auto nk = cuda::gemv_exact_shape(s); nk && nk->second % 16 != 0)
-      fail("tune", "shape class '" + s + "': K = " + std::to_string(nk->second) +
-                       " is not a multiple of 16 (NVFP4 scales one block of 16 values along K)");
-  }
+  for (const auto& s : a.shapes)  // the names the table reader would refuse
+    if (const std::string why = cuda::gemv_class_problem(s); !why.empty())
+      fail("tune", "--shapes: " + why + "; `nvfp4 tune --list` names the classes");
   const std::string layout = a.repacked ? "repacked" : a.layout;
   std::vector<cuda::GemvLayout> layouts;
   if (layout == "canonical" || layout == "both") layouts.push_back(cuda::GemvLayout::kCanonical);

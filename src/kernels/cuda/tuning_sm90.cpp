@@ -15,6 +15,7 @@
 #include "io/file_util.h"
 #include "io/json_util.h"
 #include "nvfp4/error.h"
+#include "nvfp4/format.h"
 
 namespace nvfp4::cuda {
 namespace {
@@ -193,6 +194,15 @@ bool gemv_class_known(const std::string& cls) {
   return parse_exact(cls, &n, &k);
 }
 
+std::string gemv_class_problem(const std::string& cls) {
+  if (!gemv_class_known(cls)) return "unknown class '" + cls + "' (a bucket such as n_small/k_mid, or exact/NxK)";
+  std::int64_t n = 0, k = 0;
+  if (parse_exact(cls, &n, &k) && k % kBlockSize != 0)
+    return "class '" + cls + "': K = " + std::to_string(k) +
+           " is not a multiple of 16 (NVFP4 scales one block of 16 values along K)";
+  return "";
+}
+
 const GemvTableEntry* gemv_find_entry(const std::vector<GemvTableEntry>& table, int cc, std::int64_t n, std::int64_t k,
                                       GemvLayout layout, std::int64_t m, bool early) {
   const int mb = m <= 8 ? 8 : 16;
@@ -343,10 +353,8 @@ std::vector<GemvTableEntry> gemv_table_from_json(const std::string& text, const 
     } catch (const std::exception& ex) {
       fail(op, "'" + what + "' entry " + std::to_string(idx) + ": " + ex.what());
     }
-    if (!gemv_class_known(t.cls)) fail(op, "'" + what + "' entry " + std::to_string(idx) + ": unknown class '" + t.cls + "' (a bucket such as n_small/k_mid, or exact/NxK)");
-    std::int64_t en = 0, ek = 0;
-    if (parse_exact(t.cls, &en, &ek) && ek % 16 != 0)  // an entry no NVFP4 weight can ever match
-      fail(op, "'" + what + "' entry " + std::to_string(idx) + ": class '" + t.cls + "' has K not a multiple of 16");
+    if (const std::string why = gemv_class_problem(t.cls); !why.empty())
+      fail(op, "'" + what + "' entry " + std::to_string(idx) + ": " + why);
     if (!gemv_tile_valid(t.tile))
       fail(op, "'" + what + "' entry " + std::to_string(idx) + " (" + t.cls + "): cols_per_warp=" +
                    std::to_string(t.tile.cols_per_warp) + " warps_per_block=" +

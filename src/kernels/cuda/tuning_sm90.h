@@ -56,6 +56,10 @@ std::string gemv_exact_class(std::int64_t n, std::int64_t k);
 bool gemv_class_known(const std::string& cls);
 // (N, K) of a well-formed "exact/NxK", else nothing.
 std::optional<std::pair<std::int64_t, std::int64_t>> gemv_exact_shape(const std::string& cls);
+// Why `cls` can never name a table entry, or "" if it can: not a known class, or an exact class
+// whose K is not a multiple of 16 (no NVFP4 weight has that K). The table reader and `nvfp4 tune`
+// both refuse such a name, with this text.
+std::string gemv_class_problem(const std::string& cls);
 // The tuner's classes: the 9 buckets, then the exact decode shapes of Llama-3-8B (q/k/v/o,
 // fused qkv, gate/up, fused gate+up, down, lm_head; K = 4096 or 14336).
 std::vector<std::string> gemv_shape_classes();
