@@ -20,6 +20,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/cuda_test_util.h"
+#include "kernels/cuda/device_owned.h"
 #include "kernels/cuda/gemv_nvfp4_sm90.h"
 #endif
 
@@ -297,6 +298,52 @@ TEST(CudaTuning, TilesFitTheSharedMemoryOfTheirGpu) {
 // `nvfp4 tune` on one class (small rotation: the table is not meant to be fast): an ordinary
 // repacked entry per row bucket, early entries only as M <= 8 repacked, every tile valid, the
 // JSON round trip exact, and the dispatch reading the table back.
+// The owning handles (kernels/cuda/device_owned.h) on any machine: an allocation that cannot be
+// made (no device at all, or 2^50 bytes) throws an nvfp4::Error that names the operation, the size
+// and what the buffer was for; with a device it leaves no error behind for the next CUDA call, and
+// a buffer moves its pointer and the moved-from one owns nothing. Runs in CI too (no GPU there:
+// the error half).
+TEST(CudaOwned, DeviceBufferMovesAndNamesItsErrors) {
+  // `cleared`: with a device the out-of-memory error is not sticky, and DeviceBuffer clears it;
+  // without a driver every runtime call reports the same initialization error again.
+  auto expect_named_error = [](std::size_t bytes, bool cleared) {
+    try {
+      const cuda::DeviceBuffer b(bytes, "unit op", "test buffer");
+      ADD_FAILURE() << "an allocation of " << bytes << " bytes succeeded";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("unit op"), std::string::npos) << m;
+      EXPECT_NE(m.find("cudaMalloc of " + std::to_string(bytes) + " bytes (test buffer)"), std::string::npos) << m;
+    }
+    if (cleared) {
+      EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    }
+  };
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    (void)cudaGetLastError();
+    expect_named_error(1024, false);
+    return;
+  }
+  expect_named_error(std::size_t{1} << 50, true);
+  cuda::DeviceBuffer a(1000, "unit op");
+  void* const p = a.get();
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 16, 0u);
+  EXPECT_EQ(a.bytes(), 1000u);
+  cuda::DeviceBuffer b(std::move(a));
+  EXPECT_EQ(b.get(), p);
+  EXPECT_EQ(a.get(), nullptr);  // NOLINT(bugprone-use-after-move): the moved-from state is the point
+  cuda::DeviceBuffer c;
+  c = std::move(b);
+  EXPECT_EQ(c.get(), p);
+  EXPECT_EQ(cudaMemset(c.get(), 0, c.bytes()), cudaSuccess);
+  const cuda::OwnedStream st("unit op");
+  const cuda::OwnedEvent ev("unit op");
+  EXPECT_EQ(cudaEventRecord(ev.get(), st.get()), cudaSuccess);
+  EXPECT_EQ(cudaEventSynchronize(ev.get()), cudaSuccess);
+}
+
 // The tuner allocates its rotation of weight copies, the activations and a stream before it times
 // anything; out of memory half-way, it must throw a named error and give all of them back (it
 // freed them by hand, after the timing, until 2026-12-03: a caller that caught the error kept
