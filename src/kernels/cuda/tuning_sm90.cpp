@@ -181,12 +181,6 @@ std::string gemv_exact_class(std::int64_t n, std::int64_t k) {
   return "exact/" + std::to_string(n) + "x" + std::to_string(k);
 }
 
-std::optional<std::pair<std::int64_t, std::int64_t>> gemv_exact_shape(const std::string& cls) {
-  std::int64_t n = 0, k = 0;
-  if (!parse_exact(cls, &n, &k)) return std::nullopt;
-  return std::make_pair(n, k);
-}
-
 bool gemv_class_known(const std::string& cls) {
   for (const char* b : kBuckets)
     if (cls == b) return true;

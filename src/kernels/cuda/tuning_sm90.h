@@ -20,7 +20,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,8 +53,6 @@ std::string gemv_shape_class(std::int64_t n, std::int64_t k);
 std::string gemv_exact_class(std::int64_t n, std::int64_t k);
 // True for a bucket name or a well-formed "exact/NxK" (N, K > 0).
 bool gemv_class_known(const std::string& cls);
-// (N, K) of a well-formed "exact/NxK", else nothing.
-std::optional<std::pair<std::int64_t, std::int64_t>> gemv_exact_shape(const std::string& cls);
 // Why `cls` can never name a table entry, or "" if it can: not a known class, or an exact class
 // whose K is not a multiple of 16 (no NVFP4 weight has that K). The table reader and `nvfp4 tune`
 // both refuse such a name, with this text.
