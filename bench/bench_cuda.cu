@@ -283,12 +283,12 @@ std::vector<Row> run_cuda(const Options& opts) {
     }
     const std::size_t pb = static_cast<std::size_t>(s.n) * s.k / 2, sb = static_cast<std::size_t>(s.n) * s.k / 16;
     const std::size_t copies = opts.cold ? std::max<std::size_t>(1, (target + pb + sb - 1) / (pb + sb)) : 1;
-    std::vector<std::unique_ptr<DeviceBuffer>> wp, ws;
+    std::vector<DeviceBuffer> wp, ws;
     for (std::size_t c = 0; c < copies; ++c) {
-      wp.push_back(std::make_unique<DeviceBuffer>(pb, "bench", "packed weights"));
-      ws.push_back(std::make_unique<DeviceBuffer>(sb, "bench", "scales"));
-      fill(wp.back()->get(), pb, opts.seed * 1000 + 2 * c, 0);
-      fill(ws.back()->get(), sb, opts.seed * 1000 + 2 * c + 1, 1);
+      wp.emplace_back(pb, "bench", "packed weights");
+      ws.emplace_back(sb, "bench", "scales");
+      fill(wp.back().get(), pb, opts.seed * 1000 + 2 * c, 0);
+      fill(ws.back().get(), sb, opts.seed * 1000 + 2 * c + 1, 1);
     }
     // The fills run on the legacy stream; `st` is non-blocking and would not wait for them
     // (found on H200: a GEMV read half-filled weights).
@@ -301,7 +301,7 @@ std::vector<Row> run_cuda(const Options& opts) {
     ck(cudaMemcpy(dx.get(), hx.data(), hx.bytes.size(), cudaMemcpyHostToDevice), "copy x");
     const float ts = 0.0123f;
     auto wview = [&](std::size_t c) {
-      return WeightView{static_cast<const std::uint8_t*>(wp[c]->get()), static_cast<const std::uint8_t*>(ws[c]->get()), ts,
+      return WeightView{static_cast<const std::uint8_t*>(wp[c].get()), static_cast<const std::uint8_t*>(ws[c].get()), ts,
                         s.n, s.k};
     };
     const MatrixView xv{dx.get(), dt, s.m, s.k, s.k};
@@ -317,7 +317,7 @@ std::vector<Row> run_cuda(const Options& opts) {
     r.ceiling_gbps = ceiling;
     const std::size_t ybytes = static_cast<std::size_t>(s.m) * s.n * es;
     auto validate = [&](Row& row, const std::string& what) {
-      row.max_rel_err = oracle_rel_err(s, dt, hx, wp[0]->get(), ws[0]->get(), ts, dy.get());
+      row.max_rel_err = oracle_rel_err(s, dt, hx, wp[0].get(), ws[0].get(), ts, dy.get());
       row.validated = row.max_rel_err <= oracle_tolerance(dt);
       if (!row.validated)
         fail("bench", "cuda " + what + " result does not match the oracle at M=" + std::to_string(s.m) + " N=" +
@@ -409,17 +409,17 @@ std::vector<Row> run_cuda(const Options& opts) {
       // like the canonical row (docs/perf-cuda.md 7, 9). fp16 rows get fp16 codes, as an fp16
       // engine would repack (docs/perf-cuda.md 49).
       const cuda::RepackedCodes codes = dt == DType::kF16 ? cuda::RepackedCodes::fp16 : cuda::RepackedCodes::bf16;
-      std::vector<std::unique_ptr<DeviceBuffer>> rpk, rsc;
+      std::vector<DeviceBuffer> rpk, rsc;
       for (std::size_t c = 0; c < copies; ++c) {
-        rpk.push_back(std::make_unique<DeviceBuffer>(pb, "bench", "packed weights"));
-        rsc.push_back(std::make_unique<DeviceBuffer>(sb, "bench", "scales"));
-        cuda::repack_for_gemv_sm90(wview(c), static_cast<std::uint8_t*>(rpk.back()->get()),
-                                   static_cast<std::uint8_t*>(rsc.back()->get()), st, codes);
+        rpk.emplace_back(pb, "bench", "packed weights");
+        rsc.emplace_back(sb, "bench", "scales");
+        cuda::repack_for_gemv_sm90(wview(c), static_cast<std::uint8_t*>(rpk.back().get()),
+                                   static_cast<std::uint8_t*>(rsc.back().get()), st, codes);
       }
       ck(cudaStreamSynchronize(st), "repack");
       auto rview = [&](std::size_t c) {
-        return cuda::RepackedWeightView{static_cast<const std::uint8_t*>(rpk[c]->get()),
-                                        static_cast<const std::uint8_t*>(rsc[c]->get()), ts, s.n, s.k, codes};
+        return cuda::RepackedWeightView{static_cast<const std::uint8_t*>(rpk[c].get()),
+                                        static_cast<const std::uint8_t*>(rsc[c].get()), ts, s.n, s.k, codes};
       };
       auto repacked_row = [&](const std::string& variant, const cuda::GemvTile* tile, const cuda::RepackedMatmulOptions& o) {
         variant_row(variant,
@@ -482,7 +482,7 @@ std::vector<Row> run_cuda(const Options& opts) {
     if (pb % 16 == 0 && sb % 16 == 0) {
       // Read and launch floors, measured once per N x K in a run (the weights do not depend on M).
       if (floors.count({s.n, s.k}) == 0) {
-        const unsigned want = host_xor(wp[0]->get(), pb) ^ host_xor(ws[0]->get(), sb);
+        const unsigned want = host_xor(wp[0].get(), pb) ^ host_xor(ws[0].get(), sb);
         int sms = 0;
         ck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "SM count");
         const std::size_t sink_bytes = static_cast<std::size_t>(sms) * 16 * 4;  // a word per block, <= 16 blocks per SM
@@ -505,8 +505,8 @@ std::vector<Row> run_cuda(const Options& opts) {
           for (const int bps : {2, 4, 8, 16}) {
             for (const ReadKern& rk : kerns) {
               std::function<void(std::size_t)> launch = [&, bps, pdl, kern = rk.kern](std::size_t c) {
-                const uint4* a = static_cast<const uint4*>(wp[c]->get());
-                const uint4* b = static_cast<const uint4*>(ws[c]->get());
+                const uint4* a = static_cast<const uint4*>(wp[c].get());
+                const uint4* b = static_cast<const uint4*>(ws[c].get());
                 std::size_t na = pb / 16, nb = sb / 16;
                 unsigned* sp = static_cast<unsigned*>(sink.get());
                 void* args[] = {&a, &na, &b, &nb, &sp};
@@ -567,10 +567,10 @@ std::vector<Row> run_cuda(const Options& opts) {
     b.bytes = wb + 2.0 * s.m * s.k + 2.0 * s.m * s.n;
     b.ceiling_gbps = ceiling;
     const std::size_t bcopies = opts.cold ? std::max<std::size_t>(1, (target + wb - 1) / wb) : 1;
-    std::vector<std::unique_ptr<DeviceBuffer>> bw;
+    std::vector<DeviceBuffer> bw;
     for (std::size_t c = 0; c < bcopies; ++c) {
-      bw.push_back(std::make_unique<DeviceBuffer>(wb, "bench", "dense weights"));
-      fill(bw.back()->get(), wb, opts.seed * 7777 + c, 2);
+      bw.emplace_back(wb, "bench", "dense weights");
+      fill(bw.back().get(), wb, opts.seed * 7777 + c, 2);
     }
     DeviceBuffer bx(static_cast<std::size_t>(s.m) * s.k * 2, "bench", "activations"),
         by(static_cast<std::size_t>(s.m) * s.n * 2, "bench", "output");
@@ -580,7 +580,7 @@ std::vector<Row> run_cuda(const Options& opts) {
     auto gemm = [&](std::size_t c) {
       // y[M,N] = x[M,K] . W[N,K]^T in column-major terms: Y^T (N x M) = W (op T of K x N) . X^T (K x M).
       ckb(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(s.n), static_cast<int>(s.m),
-                       static_cast<int>(s.k), &alpha, bw[c]->get(), CUDA_R_16BF, static_cast<int>(s.k), bx.get(), CUDA_R_16BF,
+                       static_cast<int>(s.k), &alpha, bw[c].get(), CUDA_R_16BF, static_cast<int>(s.k), bx.get(), CUDA_R_16BF,
                        static_cast<int>(s.k), &beta, by.get(), CUDA_R_16BF, static_cast<int>(s.n), CUBLAS_COMPUTE_32F,
                        CUBLAS_GEMM_DEFAULT),
           "gemm");

@@ -12,9 +12,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <initializer_list>
 #include <map>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "bench/machine.h"
@@ -90,40 +90,40 @@ double checked_err(const std::vector<float>& y, const std::vector<float>& ref, s
 // the repacked weights; prefill only where M <= 16 (lm_head).
 std::int64_t max_repacked_rows(const ReplayOptions& o) { return o.mode == ReplayMode::kDecode ? 48 : 16; }
 
+// The cuBLAS handle's owner (the stream, events, graphs and memory have theirs in
+// kernels/cuda/device_owned.h).
+struct BlasDestroy {
+  void operator()(cublasHandle_t h) const { cublasDestroy(h); }
+};
+using BlasHandle = std::unique_ptr<std::remove_pointer_t<cublasHandle_t>, BlasDestroy>;
+
 class CudaReplay final : public ReplayEngine {
  public:
-  CudaReplay(const ReplayOptions& o, const std::vector<Linear>& ls, bool dense) : o_(o), ls_(ls), dense_(dense) {
-    // The destructor does not run for a constructor that throws (a failed validation, memory
-    // exhausted by a large model): release the stream, handle, graphs and events made so far.
-    try {
-      build();
-    } catch (...) {
-      release();
-      throw;
-    }
-  }
-
-  ~CudaReplay() override { release(); }
+  // Every CUDA object is an owning member (the stream and events, the cuBLAS handle, the graphs,
+  // device memory), so a constructor that throws (a failed validation, memory exhausted by a large
+  // model) leaves nothing behind: the members made so far are destroyed in reverse order.
+  // make_cuda_replay checks for a device first, so the stream's error is never the first one seen.
+  CudaReplay(const ReplayOptions& o, const std::vector<Linear>& ls, bool dense) : o_(o), ls_(ls), dense_(dense) { build(); }
 
  private:
   void build() {
     const ReplayOptions& o = o_;
     const std::vector<Linear>& ls = ls_;
     const bool dense = dense_;
-    if (!cuda::available()) fail("bench", "cuda replay: " + cuda::unavailable_reason());
     size_t free0 = 0, total = 0;
     ck(cudaMemGetInfo(&free0, &total), "cudaMemGetInfo");
     info_.variant = dense ? "dense_bf16" : "nvfp4";
     info_.backend = "cuda";
     int cublas_ver = 0;
-    ck(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     if (dense) {
-      ckb(cublasCreate(&blas_), "cublasCreate");
-      ckb(cublasSetStream(blas_, stream_), "cublasSetStream");
+      cublasHandle_t h = nullptr;
+      ckb(cublasCreate(&h), "cublasCreate");
+      blas_.reset(h);
+      ckb(cublasSetStream(blas_.get(), stream()), "cublasSetStream");
       // A user-owned workspace makes cuBLAS safe to capture in a graph (no allocation inside).
-      workspace_ = std::make_unique<DeviceBuffer>(32u << 20, "bench", "cuBLAS workspace");
-      ckb(cublasSetWorkspace(blas_, workspace_->get(), 32u << 20), "cublasSetWorkspace");
-      ckb(cublasGetVersion(blas_, &cublas_ver), "cublasGetVersion");
+      workspace_ = DeviceBuffer(32u << 20, "bench", "cuBLAS workspace");
+      ckb(cublasSetWorkspace(blas_.get(), workspace_.get(), 32u << 20), "cublasSetWorkspace");
+      ckb(cublasGetVersion(blas_.get(), &cublas_ver), "cublasGetVersion");
       info_.kernel = fmt::format("cublasGemmEx bf16 (cuBLAS {}), CUDA graph", cublas_ver);
     } else {
       info_.kernel = "nvfp4::cuda::quantized_matmul, CUDA graph";
@@ -137,12 +137,12 @@ class CudaReplay final : public ReplayEngine {
       const std::int64_t m = linear_m(o, l);
       if (dense) {
         w_.emplace_back(nk * 2, "bench", "dense weights");
-        fill(stream_, w_.back().get(), nk, ++seed, 2, 0.0625f);
+        fill(stream(), w_.back().get(), nk, ++seed, 2, 0.0625f);
       } else {
         w_.emplace_back(nk / 2, "bench", "packed weights");
         s_.emplace_back(nk / kBlockSize, "bench", "scales");
-        fill(stream_, w_.back().get(), nk / 2, ++seed, 0);
-        fill(stream_, s_.back().get(), nk / kBlockSize, ++seed, 1);
+        fill(stream(), w_.back().get(), nk / 2, ++seed, 0);
+        fill(stream(), s_.back().get(), nk / kBlockSize, ++seed, 1);
         // Decode GEMV on weights repacked once at load (docs/perf-cuda.md 7), as an engine would,
         // with the codes placed for its activation dtype (codes_); the canonical bytes stay for
         // validation and for prefill (quantized_matmul: the wgmma GEMM up to 1024 rows, the dense
@@ -152,7 +152,7 @@ class CudaReplay final : public ReplayEngine {
           rp_.back() = DeviceBuffer(nk / 2, "bench", "repacked weights");
           rs_.back() = DeviceBuffer(nk / kBlockSize, "bench", "repacked scales");
           cuda::repack_for_gemv_sm90(canonical(w_.size() - 1), static_cast<std::uint8_t*>(rp_.back().get()),
-                                     static_cast<std::uint8_t*>(rs_.back().get()), stream_, codes_);
+                                     static_cast<std::uint8_t*>(rs_.back().get()), stream(), codes_);
           ++repacked;
         }
       }
@@ -160,7 +160,7 @@ class CudaReplay final : public ReplayEngine {
       if (!x_.count(key)) {
         x_.emplace(key, DeviceBuffer(static_cast<std::size_t>(m * l.k * dtype_size(xt)), "bench", "activations"));
         if (xt == DType::kBF16) {
-          fill(stream_, x_.at(key).get(), static_cast<std::size_t>(m * l.k), ++seed, 2);
+          fill(stream(), x_.at(key).get(), static_cast<std::size_t>(m * l.k), ++seed, 2);
         } else {  // f16/f32 activations: generate on the host (small)
           std::vector<std::uint8_t> h(static_cast<std::size_t>(m * l.k * dtype_size(xt)));
           fill_random_activations(h.data(), xt, static_cast<std::size_t>(m * l.k), ++seed);
@@ -188,35 +188,21 @@ class CudaReplay final : public ReplayEngine {
     info_.peak_mem_bytes = static_cast<double>(total - free1);
     validate(xt);
     capture();
-    ck(cudaEventCreate(&e0_), "event");
-    ck(cudaEventCreate(&e1_), "event");
-    ck(cudaEventCreate(&e2_), "event");
   }
 
-  void release() {
-    if (g_layers_) cudaGraphExecDestroy(g_layers_);
-    if (g_rest_) cudaGraphExecDestroy(g_rest_);
-    for (cudaEvent_t* e : {&e0_, &e1_, &e2_})
-      if (*e) cudaEventDestroy(*e);
-    if (blas_) cublasDestroy(blas_);
-    if (stream_) cudaStreamDestroy(stream_);
-    g_layers_ = g_rest_ = nullptr;
-    e0_ = e1_ = e2_ = nullptr;
-    blas_ = nullptr;
-    stream_ = nullptr;
-  }
+  cudaStream_t stream() const { return stream_.get(); }
 
  public:
   void run(double* layers_us, double* rest_us) override {
-    ck(cudaEventRecord(e0_, stream_), "event record");
-    if (g_layers_) ck(cudaGraphLaunch(g_layers_, stream_), "graph launch");
-    ck(cudaEventRecord(e1_, stream_), "event record");
-    if (g_rest_) ck(cudaGraphLaunch(g_rest_, stream_), "graph launch");
-    ck(cudaEventRecord(e2_, stream_), "event record");
-    ck(cudaEventSynchronize(e2_), "replay");
+    ck(cudaEventRecord(e0_.get(), stream()), "event record");
+    if (g_layers_) ck(cudaGraphLaunch(g_layers_.get(), stream()), "graph launch");
+    ck(cudaEventRecord(e1_.get(), stream()), "event record");
+    if (g_rest_) ck(cudaGraphLaunch(g_rest_.get(), stream()), "graph launch");
+    ck(cudaEventRecord(e2_.get(), stream()), "event record");
+    ck(cudaEventSynchronize(e2_.get()), "replay");
     float a = 0, b = 0;
-    ck(cudaEventElapsedTime(&a, e0_, e1_), "elapsed");
-    ck(cudaEventElapsedTime(&b, e1_, e2_), "elapsed");
+    ck(cudaEventElapsedTime(&a, e0_.get(), e1_.get()), "elapsed");
+    ck(cudaEventElapsedTime(&b, e1_.get(), e2_.get()), "elapsed");
     *layers_us = a * 1e3;
     *rest_us = b * 1e3;
   }
@@ -232,7 +218,7 @@ class CudaReplay final : public ReplayEngine {
       // Row-major y[M,N] = x[M,K] W[N,K]^T is column-major y^T[N,M] = W^T... i.e. op(A)=T on
       // W stored (K x N, ld K) and B = x^T (K x M, ld K).
       const float alpha = 1.0f, beta = 0.0f;
-      ckb(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(l.n), static_cast<int>(m), static_cast<int>(l.k),
+      ckb(cublasGemmEx(blas_.get(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(l.n), static_cast<int>(m), static_cast<int>(l.k),
                        &alpha, w_[i].get(), CUDA_R_16BF, static_cast<int>(l.k), x, CUDA_R_16BF, static_cast<int>(l.k), &beta,
                        y_[i].get(), CUDA_R_16BF, static_cast<int>(l.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
           "cublasGemmEx");
@@ -243,10 +229,10 @@ class CudaReplay final : public ReplayEngine {
       ro.overlapped_launch = !o_.plain_launch;
       ro.weights_read_early = o_.early_weights;
       cuda::quantized_matmul_repacked(MatrixView{x, o_.dtype, m, l.k, l.k}, w, MatrixView{y_[i].get(), o_.dtype, m, l.n, l.n},
-                                      stream_, ro);
+                                      stream(), ro);
     } else {
       cuda::quantized_matmul(MatrixView{x, o_.dtype, m, l.k, l.k}, canonical(i), MatrixView{y_[i].get(), o_.dtype, m, l.n, l.n},
-                             stream_);
+                             stream());
     }
   }
 
@@ -262,9 +248,9 @@ class CudaReplay final : public ReplayEngine {
     const std::int64_t m = linear_m(o_, l);
     const std::int64_t rows = std::min<std::int64_t>(m, 4);
     const int es = dtype_size(xt);
-    ck(cudaMemsetAsync(y_[0].get(), 0xFF, static_cast<std::size_t>(m * l.n * es), stream_), "poison");  // NaN in every dtype; on the stream that computes y
+    ck(cudaMemsetAsync(y_[0].get(), 0xFF, static_cast<std::size_t>(m * l.n * es), stream()), "poison");  // NaN in every dtype; on the stream that computes y
     matmul(0);
-    ck(cudaStreamSynchronize(stream_), "validation run");
+    ck(cudaStreamSynchronize(stream()), "validation run");
     const auto nk = static_cast<std::size_t>(l.n * l.k);
     std::vector<std::uint8_t> x(static_cast<std::size_t>(rows * l.k * es)), y(static_cast<std::size_t>(rows * l.n * es));
     ck(cudaMemcpy(x.data(), x_.at({l.k, m}).get(), x.size(), cudaMemcpyDeviceToHost), "copy x");
@@ -310,21 +296,11 @@ class CudaReplay final : public ReplayEngine {
     // back with nothing between them, as decode issues them.
     std::size_t split = 0;
     while (split < ls_.size() && ls_[split].layer >= 0) ++split;
-    auto cap = [&](std::size_t lo, std::size_t hi, cudaGraphExec_t* out) {
+    auto cap = [&](std::size_t lo, std::size_t hi, cuda::OwnedGraphExec* out) {
       if (lo == hi) return;
-      cudaGraph_t g = nullptr;
-      ck(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin capture");
-      try {
+      *out = cuda::capture_graph(stream(), "bench", [&] {
         for (std::size_t i = lo; i < hi; ++i) matmul(i);
-      } catch (...) {
-        // End the capture, so the stream can be destroyed and takes work again; drop its graph.
-        if (cudaStreamEndCapture(stream_, &g) == cudaSuccess && g) cudaGraphDestroy(g);
-        (void)cudaGetLastError();
-        throw;
-      }
-      ck(cudaStreamEndCapture(stream_, &g), "end capture");
-      ck(cudaGraphInstantiate(out, g, 0), "graph instantiate");
-      cudaGraphDestroy(g);
+      });
     };
     cap(0, split, &g_layers_);
     cap(split, ls_.size(), &g_rest_);
@@ -334,17 +310,19 @@ class CudaReplay final : public ReplayEngine {
   std::vector<Linear> ls_;
   bool dense_;
   ReplayVariant info_;
-  cudaStream_t stream_ = nullptr;
-  cublasHandle_t blas_ = nullptr;
-  std::unique_ptr<DeviceBuffer> workspace_;
+  // Declared in the order they are made and destroyed in reverse: the cuBLAS handle before the
+  // workspace it uses, both before the stream.
+  cuda::OwnedStream stream_{"bench"};
+  cuda::OwnedEvent e0_{"bench"}, e1_{"bench"}, e2_{"bench"};
+  DeviceBuffer workspace_;
+  BlasHandle blas_;
   std::vector<DeviceBuffer> w_, s_, y_;
   std::vector<DeviceBuffer> rp_, rs_;  // repacked decode weights (empty where the canonical path runs)
   // Their codes: placed for fp16 rows when the replay's activations are fp16 (docs/perf-cuda.md 49).
   cuda::RepackedCodes codes_ =
       o_.dtype == DType::kF16 && !o_.bf16_codes ? cuda::RepackedCodes::fp16 : cuda::RepackedCodes::bf16;
   std::map<std::pair<std::int64_t, std::int64_t>, DeviceBuffer> x_;
-  cudaGraphExec_t g_layers_ = nullptr, g_rest_ = nullptr;
-  cudaEvent_t e0_ = nullptr, e1_ = nullptr, e2_ = nullptr;
+  cuda::OwnedGraphExec g_layers_, g_rest_;
 };
 
 __global__ void read_kernel(const uint4* p, std::size_t n, unsigned* out) {
@@ -360,6 +338,7 @@ __global__ void read_kernel(const uint4* p, std::size_t n, unsigned* out) {
 }  // namespace
 
 std::unique_ptr<ReplayEngine> make_cuda_replay(const ReplayOptions& o, const std::vector<Linear>& ls, bool dense) {
+  if (!cuda::available()) fail("bench", "cuda replay: " + cuda::unavailable_reason());
   return std::make_unique<CudaReplay>(o, ls, dense);
 }
 

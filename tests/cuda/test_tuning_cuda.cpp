@@ -344,6 +344,39 @@ TEST(CudaOwned, DeviceBufferMovesAndNamesItsErrors) {
   EXPECT_EQ(cudaEventSynchronize(ev.get()), cudaSuccess);
 }
 
+// capture_graph (device_owned.h), which the graph timing and the CUDA replay capture through: a
+// capture whose work throws ends the capture and passes the error on, and the stream takes
+// ordinary work again, with no CUDA error left behind; a capture that succeeds replays its work.
+TEST(CudaOwned, CaptureThatThrowsLeavesTheStreamUsable) {
+  REQUIRE_GPU();
+  const cuda::OwnedStream st("unit op");
+  const cuda::DeviceBuffer buf(256, "unit op");
+  try {
+    (void)cuda::capture_graph(st.get(), "unit op", [&] {
+      ASSERT_EQ(cudaMemsetAsync(buf.get(), 1, 256, st.get()), cudaSuccess);
+      fail("unit op", "thrown mid-capture");
+    });
+    ADD_FAILURE() << "capture_graph swallowed the error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("thrown mid-capture"), std::string::npos) << e.what();
+  }
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusActive;
+  ASSERT_EQ(cudaStreamIsCapturing(st.get(), &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusNone);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  // The memset recorded before the throw never ran: the buffer keeps what this writes.
+  ASSERT_EQ(cudaMemsetAsync(buf.get(), 7, 256, st.get()), cudaSuccess);
+  const cuda::OwnedGraphExec g = cuda::capture_graph(st.get(), "unit op", [&] {
+    ASSERT_EQ(cudaMemsetAsync(buf.as<std::uint8_t>() + 128, 9, 128, st.get()), cudaSuccess);
+  });
+  ASSERT_NE(g.get(), nullptr);
+  ASSERT_EQ(cudaGraphLaunch(g.get(), st.get()), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(st.get()), cudaSuccess);
+  std::vector<std::uint8_t> h(256);
+  ASSERT_EQ(cudaMemcpy(h.data(), buf.get(), 256, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (int i = 0; i < 256; ++i) ASSERT_EQ(h[i], i < 128 ? 7 : 9) << "byte " << i;
+}
+
 // The tuner allocates its rotation of weight copies, the activations and a stream before it times
 // anything; out of memory half-way, it must throw a named error and give all of them back (it
 // freed them by hand, after the timing, until 2026-12-03: a caller that caught the error kept

@@ -1,7 +1,8 @@
 // kernels/cuda/device_owned.h -- internal: owning handles for the CUDA runtime objects that the
 // host paths, the autotuner and the benchmarks make for themselves (device memory, streams,
 // events). Each frees its object when it goes out of scope, so an error thrown half-way (an
-// allocation out of memory, a failed launch) leaves nothing behind.
+// allocation out of memory, a failed launch) leaves nothing behind. capture_graph ends a capture
+// that throws half-way, since a stream left capturing refuses all later work.
 // Why: the autotuner made and freed these by hand, and a throw between the two leaked every
 // rotation copy of the weights into the calling process; the autotuner is library code, and its
 // caller may catch the error and go on. DeviceBuffer also replaces three near-identical buffer
@@ -12,7 +13,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "nvfp4/error.h"
@@ -89,5 +92,37 @@ class OwnedEvent {
  private:
   cudaEvent_t e_ = nullptr;
 };
+
+// An instantiated graph.
+struct GraphExecDestroy {
+  void operator()(cudaGraphExec_t g) const { cudaGraphExecDestroy(g); }
+};
+using OwnedGraphExec = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, GraphExecDestroy>;
+
+// Captures the work `record()` enqueues on `stream` (not the legacy default stream) into a graph
+// and instantiates it. If `record` or the capture fails, the capture is ended and its graph
+// dropped before the error goes on: a stream left capturing refuses later work, and cudaFree from
+// this thread. `op` names the operation in the error.
+template <class Record>
+OwnedGraphExec capture_graph(cudaStream_t stream, const char* op, Record&& record) {
+  const auto check = [op](cudaError_t e, const char* what) {
+    if (e != cudaSuccess) fail(op, std::string(what) + ": " + cudaGetErrorString(e));
+  };
+  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  cudaGraph_t graph = nullptr;
+  try {
+    record();
+  } catch (...) {
+    if (cudaStreamEndCapture(stream, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+    (void)cudaGetLastError();  // the failed capture's error is not the caller's next one
+    throw;
+  }
+  check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  check(e, "cudaGraphInstantiate");
+  return OwnedGraphExec(exec);
+}
 
 }  // namespace nvfp4::cuda
