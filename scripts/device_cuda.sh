@@ -251,8 +251,11 @@ fi
 if want sanitize; then
   if command -v compute-sanitizer >/dev/null; then
     say "compute-sanitizer memcheck"
+    # Left out: the longest sweeps (every tile, one-hot), which the plain run above covers, and the
+    # tests that make a cudaMalloc fail on purpose (the tuner out of memory, a 2^50-byte
+    # DeviceBuffer), since memcheck counts the refused call as an error (2ed2827's run, 2026-12-03).
     timeout "${SAN_TIMEOUT:-180}" compute-sanitizer --tool memcheck --error-exitcode 3 "$TB" --gtest_brief=1 \
-      --gtest_filter="${MEMCHECK_FILTER:--CudaGemv.EveryTile*:CudaTuning.Autotune*:CudaRgemm.OneHot*:CudaWgemm.OneHot*}" || { echo "memcheck FAILED rc=$?"; STATUS=1; }
+      --gtest_filter="${MEMCHECK_FILTER:--CudaGemv.EveryTile*:CudaTuning.Autotune*:CudaOwned.DeviceBuffer*:CudaRgemm.OneHot*:CudaWgemm.OneHot*}" || { echo "memcheck FAILED rc=$?"; STATUS=1; }
     say "compute-sanitizer racecheck"
     timeout "${SAN_TIMEOUT:-150}" compute-sanitizer --tool racecheck --error-exitcode 3 "$TB" --gtest_brief=1 \
       --gtest_filter="${RACECHECK_FILTER:-CudaGemv.EveryTile*:CudaGemv.Strided*:CudaRepack.WideLaunch*:CudaRgemm.Small*:CudaWgemm.Small*:CudaWgemm.Epilogue*}" || { echo "racecheck FAILED rc=$?"; STATUS=1; }
