@@ -37,32 +37,6 @@ std::string shape_str(const std::vector<std::int64_t>& s) {
   return r + "]";
 }
 
-// Parse the header, recording the first duplicate key at any depth. nlohmann keeps the last
-// of duplicate keys silently, so the parse callback tracks the keys of every open object.
-json parse_header(const std::string& path, const char* text, std::size_t len) {
-  std::vector<std::set<std::string>> open_objects;
-  std::string duplicate;
-  json::parser_callback_t cb = [&](int /*depth*/, json::parse_event_t ev, json& parsed) {
-    switch (ev) {
-      case json::parse_event_t::object_start: open_objects.emplace_back(); break;
-      case json::parse_event_t::object_end:
-        if (!open_objects.empty()) open_objects.pop_back();
-        break;
-      case json::parse_event_t::key:
-        if (!open_objects.empty() && parsed.is_string()) {
-          const std::string& k = parsed.get_ref<const std::string&>();
-          if (!open_objects.back().insert(k).second && duplicate.empty()) duplicate = k;
-        }
-        break;
-      default: break;
-    }
-    return true;
-  };
-  json j = io::parse_json(text, text + len, kOp, "'" + path + "': header", cb);
-  if (!duplicate.empty()) bad(path, "header has duplicate key '" + duplicate + "'");
-  return j;
-}
-
 }  // namespace
 
 int safetensors_dtype_bits(const std::string& d) {
@@ -141,7 +115,9 @@ void SafetensorsFile::Impl::open_and_validate() {
     bad(path, "header contains a NUL byte at offset " +
                   std::to_string(static_cast<const std::uint8_t*>(z) - base()) + " (not valid JSON)");
 
-  const json h = parse_header(path, reinterpret_cast<const char*>(base() + 8), static_cast<std::size_t>(n));
+  // Duplicate keys at any depth are errors: which of two entries for one tensor is meant?
+  const json h = io::parse_json(reinterpret_cast<const char*>(base() + 8), reinterpret_cast<const char*>(base() + 8 + n),
+                                kOp, "'" + path + "': header", /*duplicate_keys_are_errors=*/true);
   if (!h.is_object()) bad(path, "header is not a JSON object");
 
   for (auto it = h.begin(); it != h.end(); ++it) {
