@@ -190,10 +190,10 @@ TEST(Safetensors, MalformedCorpus) {
 
 // A header of many tensors parses in time linear in their count. Until 2026-12-03 the reader
 // parsed through nlohmann's callback parser, which rescans the enclosing object after every
-// nested one: 10 000 / 20 000 / 40 000 tensors took 1.2 / 5.8 / 48 s in `nvfp4 inspect` on the
-// dev VM (x4 to x8 per doubling), so 100 000 would take several minutes; linear, 40 000 take
-// 0.6 s there. One file of a large MoE model can hold tens of thousands of tensors. The bound
-// below is ~30x the linear time, far under the quadratic one.
+// nested one: 10 000 / 20 000 / 40 000 / 100 000 tensors took 1.2 / 5.8 / 48 / 537 s in
+// `nvfp4 inspect` on the dev VM; linear, 100 000 take 2.0 s there (0.9 s to open in this test).
+// One file of a large MoE model can hold tens of thousands of tensors. The bound below is ~30x
+// the linear time and 1/18 of the quadratic one.
 TEST(Safetensors, ManyTensorsParseInLinearTime) {
   constexpr int kTensors = 100000;
   std::string header = "{";
