@@ -285,11 +285,10 @@ bool wgemm_applies(const MatrixView& x, const WeightView& w) {
 // The wgmma GEMM over all rows of x in one launch: rows read in place when they can be, else
 // copied (padded to K) into a workspace first; then its K-split workspace from the scratch pool.
 void run_wgemm(const char* op, const std::string& shape, const MatrixView& x, const WeightView& w, const MatrixView& y,
-               cudaStream_t stream, const WgemmTile* tile_in, std::string* kernel_name, std::int64_t chunk_rows = 0) {
+               cudaStream_t stream, const WgemmTile* tile_in, std::string* kernel_name) {
   const bool direct = rows_readable_in_place(x, w.k);
-  const std::int64_t rows = chunk_rows > 0 ? std::min(chunk_rows, x.rows) : x.rows;
-  const WgemmTile tile = tile_in ? *tile_in : wgemm_pick_tile(device_info().sms, w.n, w.k, rows);
-  run_row_chunks(op, shape, x, y, 1, direct, static_cast<int>(std::min<std::int64_t>(rows, 1 << 30)), stream,
+  const WgemmTile tile = tile_in ? *tile_in : wgemm_pick_tile(device_info().sms, w.n, w.k, x.rows);
+  run_row_chunks(op, shape, x, y, 1, direct, static_cast<int>(std::min<std::int64_t>(x.rows, 1 << 30)), stream,
                  weight_args(w), [&](const GemvArgs& la) {
     return with_scratch(wgemm_workspace_bytes(la, tile), stream,
                         [&](void* ws) { return gemm_nvfp4_sm90_wgmma(la, tile, ws, stream); });
@@ -360,20 +359,6 @@ void quantized_matmul_tile(const MatrixView& x, const WeightView& w, const Matri
         (x.rows <= kWgemmAllRows || wgemm_preferred(device_info().sms, w.n, w.k, x.rows))) {
       run_wgemm(op, shape, x, w, y, stream, nullptr, kernel_name);
       return;
-    }
-    static const bool exp_chunk = [] {
-      const char* e = std::getenv("NVFP4_EXP_WG_CHUNK");
-      return e && *e == '1';
-    }();
-    if (exp_chunk && x.rows > kWgemmMaxRows && hopper_paths() && wgemm_applies(x, w)) {
-      const std::int64_t chunks = (x.rows + kWgemmMaxRows - 1) / kWgemmMaxRows;
-      const std::int64_t per = ((x.rows + chunks - 1) / chunks + 255) / 256 * 256;
-      const std::int64_t last = x.rows - (x.rows - 1) / per * per;
-      const int sms = device_info().sms;
-      if (wgemm_preferred(sms, w.n, w.k, per) && wgemm_preferred(sms, w.n, w.k, last)) {
-        run_wgemm(op, shape, x, w, y, stream, nullptr, kernel_name, per);
-        return;
-      }
     }
     gemm_nvfp4_dequant_cublas(x, w, y, stream_v);
     if (kernel_name) *kernel_name = "gemm_nvfp4_dequant_cublas";
