@@ -21,13 +21,12 @@
 #include <cstdio>
 #include <functional>
 #include <map>
-#include <memory>
 #include <random>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "bench/bench.h"
+#include "bench/cublas_handle.h"
 #include "kernels/cuda/device_owned.h"
 #include "kernels/cuda/gemv_nvfp4_sm90.h"
 #include "kernels/cuda/gemv_sm90_device.cuh"
@@ -250,10 +249,9 @@ std::vector<Row> run_cuda(const Options& opts) {
   const double ceiling = copy_ceiling_gbps();
   const cuda::OwnedStream stream("bench");
   const cudaStream_t st = stream.get();
-  cublasHandle_t blas;
+  cublasHandle_t blas = nullptr;
   ckb(cublasCreate(&blas), "create");
-  // The handle is freed on every way out, a thrown validation failure included.
-  const std::unique_ptr<std::remove_pointer_t<cublasHandle_t>, cublasStatus_t (*)(cublasHandle_t)> blas_owner(blas, cublasDestroy);
+  const CublasHandle blas_owner(blas);
   ckb(cublasSetStream(blas, st), "set stream");
   std::mt19937_64 rng(opts.seed);
   const DType dt = opts.dtype;

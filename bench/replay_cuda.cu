@@ -14,9 +14,9 @@
 #include <cmath>
 #include <map>
 #include <memory>
-#include <type_traits>
 #include <vector>
 
+#include "bench/cublas_handle.h"
 #include "bench/machine.h"
 #include "bench/replay.h"
 #include "io/file_util.h"
@@ -89,13 +89,6 @@ double checked_err(const std::vector<float>& y, const std::vector<float>& ref, s
 // the wgmma GEMM's ~14 at its 64-row minimum tile). So decode steps of up to 48 sequences run on
 // the repacked weights; prefill only where M <= 16 (lm_head).
 std::int64_t max_repacked_rows(const ReplayOptions& o) { return o.mode == ReplayMode::kDecode ? 48 : 16; }
-
-// The cuBLAS handle's owner (the stream, events, graphs and memory have theirs in
-// kernels/cuda/device_owned.h).
-struct BlasDestroy {
-  void operator()(cublasHandle_t h) const { cublasDestroy(h); }
-};
-using BlasHandle = std::unique_ptr<std::remove_pointer_t<cublasHandle_t>, BlasDestroy>;
 
 class CudaReplay final : public ReplayEngine {
  public:
@@ -315,7 +308,7 @@ class CudaReplay final : public ReplayEngine {
   cuda::OwnedStream stream_{"bench"};
   cuda::OwnedEvent e0_{"bench"}, e1_{"bench"}, e2_{"bench"};
   DeviceBuffer workspace_;
-  BlasHandle blas_;
+  CublasHandle blas_;
   std::vector<DeviceBuffer> w_, s_, y_;
   std::vector<DeviceBuffer> rp_, rs_;  // repacked decode weights (empty where the canonical path runs)
   // Their codes: placed for fp16 rows when the replay's activations are fp16 (docs/perf-cuda.md 49).
