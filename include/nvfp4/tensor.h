@@ -47,7 +47,7 @@ float tensor_scale_from_stored(ScaleConvention c, float stored);
 struct WeightView {
   const std::uint8_t* packed = nullptr;  // [n, k/2]
   const std::uint8_t* scales = nullptr;  // [n, k/16], E4M3 bits
-  float tensor_scale = 1.0f;             // dequant direction
+  float tensor_scale = 1.0f;             // dequant direction; finite and >= 0 (amax / 2688)
   std::int64_t n = 0;
   std::int64_t k = 0;                    // multiple of 16
 };

@@ -84,8 +84,7 @@ void validate_matmul(const char* op, const MatrixView& x, const WeightView& w, c
     fail(op, ws + ": K must be a positive multiple of 16 (quantize pads other K)");
   if (w.n <= 0) fail(op, ws + ": N must be positive");
   if (!w.packed || !w.scales) fail(op, ws + ": null packed or scales pointer");
-  if (!std::isfinite(w.tensor_scale))
-    fail(op, ws + ": tensor scale " + std::to_string(w.tensor_scale) + " is not finite");
+  detail::check_tensor_scale(op, w.tensor_scale, ws);
   const detail::WeightBytes wb = detail::weight_bytes(op, w.n, w.k, ws);
   detail::check_dtype(op, x.dtype, "activations");
   detail::check_dtype(op, y.dtype, "output");

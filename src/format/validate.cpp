@@ -82,6 +82,14 @@ void check_stored_scale(const char* op, ScaleConvention c, float stored, const s
   fail(op, what + ": unknown ScaleConvention value " + std::to_string(static_cast<int>(c)));
 }
 
+void check_tensor_scale(const char* op, float tensor_scale, const std::string& what) {
+  if (!std::isfinite(tensor_scale))
+    fail(op, what + ": tensor scale " + std::to_string(tensor_scale) + " is not finite");
+  if (tensor_scale < 0.0f)
+    fail(op, what + ": tensor scale " + std::to_string(tensor_scale) +
+                 " is negative (an NVFP4 tensor scale is amax / 2688 >= 0)");
+}
+
 void check_quantized_weight(const char* op, const QuantizedWeight& w, const std::string& what) {
   const std::string ws = what + " (N=" + std::to_string(w.n) + " K=" + std::to_string(w.k) + ")";
   if (w.n <= 0) fail(op, ws + ": N must be positive");

@@ -44,6 +44,11 @@ WeightBytes weight_bytes(const char* op, std::int64_t n, std::int64_t k, const s
 // all-zero tensor's policy, quantize.h); the convention must be a known one.
 void check_stored_scale(const char* op, ScaleConvention c, float stored, const std::string& what);
 
+// A view's dequant-direction tensor scale: finite and not negative. NVFP4's tensor scale is
+// amax / 2688 >= 0, and the checkpoint reader refuses a negative stored one (check_stored_scale);
+// a negative one in a hand-built WeightView would flip every output's sign. -0 passes as 0.
+void check_tensor_scale(const char* op, float tensor_scale, const std::string& what);
+
 // An owning canonical weight: N, K > 0, K % 16 == 0, the stored scale as above, and buffers of
 // exactly N * K / 2 and N * K / 16 bytes. Does not scan the block scales (see first_nan_scale).
 void check_quantized_weight(const char* op, const QuantizedWeight& w, const std::string& what);

@@ -20,8 +20,7 @@ void dequantize_ref(const WeightView& w, const MatrixView& out) {
     fail(op, ws + " is invalid (K must be a non-negative multiple of 16)");
   const detail::WeightBytes wb = detail::weight_bytes(op, w.n, w.k, ws);
   if (wb.packed > 0 && (!w.packed || !w.scales)) fail(op, ws + ": null packed/scales pointer");
-  if (!std::isfinite(w.tensor_scale))
-    fail(op, ws + ": tensor scale " + std::to_string(w.tensor_scale) + " is not finite");
+  detail::check_tensor_scale(op, w.tensor_scale, ws);
   detail::check_dtype(op, out.dtype, "output");
   const std::string os = std::to_string(out.rows) + "x" + std::to_string(out.cols) + " " + dtype_name(out.dtype) +
                          " (stride " + std::to_string(out.stride) + ")";

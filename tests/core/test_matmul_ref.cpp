@@ -119,6 +119,10 @@ TEST(MatmulRef, ValidationNamesOpAndParameters) {
   wi.tensor_scale = INFINITY;
   expect_error([&] { quantized_matmul(MatrixView{x.data(), DType::kF32, 1, 32, 32}, wi, MatrixView{y.data(), DType::kF32, 1, 4, 4}); },
                "not finite");
+  WeightView wneg = w;
+  wneg.tensor_scale = -1.0f;
+  expect_error([&] { quantized_matmul(MatrixView{x.data(), DType::kF32, 1, 32, 32}, wneg, MatrixView{y.data(), DType::kF32, 1, 4, 4}); },
+               "is negative");
   expect_error([&] { quantized_matmul(MatrixView{x.data(), DType::kF32, 1, 32, 16}, w, MatrixView{y.data(), DType::kF32, 1, 4, 4}); },
                "stride");
 }

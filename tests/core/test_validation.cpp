@@ -155,6 +155,13 @@ TEST(ApiValidation, DequantizeRefChecksItsOutput) {
   WeightView nan_scale = w;
   nan_scale.tensor_scale = NAN;
   EXPECT_ERROR(dequantize_ref(nan_scale, {out.data(), DType::kF32, 32, 64, 64}), "dequantize", "not finite");
+  WeightView negative_scale = w;
+  negative_scale.tensor_scale = -0.5f;
+  EXPECT_ERROR(dequantize_ref(negative_scale, {out.data(), DType::kF32, 32, 64, 64}), "dequantize", "is negative");
+  WeightView minus_zero = w;  // -0 is 0: every output 0 (of either sign)
+  minus_zero.tensor_scale = -0.0f;
+  dequantize_ref(minus_zero, {out.data(), DType::kF32, 32, 64, 64});
+  EXPECT_EQ(out[0], 0.0f);
   // And a valid call still gives 0.5 everywhere.
   dequantize_ref(w, {out.data(), DType::kF32, 32, 64, 64});
   EXPECT_EQ(out[0], 0.5f);
