@@ -305,6 +305,8 @@ TEST(RepackCpu, BitIdenticalToCanonicalGemv) {
           tu.gemv_min_tasks_per_thread = v == 3 ? 0 : 64;  // 64: split K even at large N
           tu.gemv_group_rows = v == 0 ? 1 : v == 1 ? 3 : 8;
           tu.gemv_rows_per_task = v == 2 ? 3 : 8;
+          tu.gemv_avx512bf16_rows_per_task = v == 2 ? 3 : v == 3 ? 64 : 8;
+          tu.gemv_avx512bf16_rows_per_task_m1 = v == 2 ? 3 : 8;
           tu.gemv_fma_dtypes = v % 2 ? 7 : 0;  // M <= 32: both dots on every host, every dtype
           tu.gemv_fma_max_m = cpu::kGemvFmaMaxRows;
           cpu::cpu_tuning_mutable() = tu;

@@ -567,7 +567,9 @@ bool gemv_run(const MatmulArgs& a) {
   g.xf = xf.get();
   g.xt = xt.data();
 
-  const std::int64_t rows_per_task = fma ? tune.gemv_fma_rows_per_task : tune.gemv_rows_per_task;
+  const std::int64_t rows_per_task = fma       ? tune.gemv_fma_rows_per_task
+                                     : mv == 1 ? tune.gemv_avx512bf16_rows_per_task_m1
+                                               : tune.gemv_avx512bf16_rows_per_task;
   const std::int64_t ngroups = (n + rows_per_task - 1) / rows_per_task;
   // Activation rows in balanced groups of <= gemv_group_rows (8): one pass over the weights for
   // M <= 8. With the loop constants read from L1 and the step loops unrolled, the 8 x 2 tile

@@ -105,9 +105,26 @@ struct CpuTuning {
   std::int64_t gemv_fma_group_rows = 6;
   std::uint32_t gemv_split_f16_rows = 0xFF;        // M = 1..8
   std::uint32_t gemv_split_f32_rows = 0xFA;        // M = 2, 4..8
-  // Weight rows (N) per GEMV task; several rows per task give independent FMA chains and let
-  // one atomic per task amortise over >= 16 KiB of weights at K=4096.
+  // Highway GEMV: weight rows (N) per task; several rows per task give independent FMA chains and
+  // let one atomic per task amortise over >= 16 KiB of weights at K=4096.
   std::int64_t gemv_rows_per_task = 8;
+  // AVX512-BF16 GEMV (the vdpbf16ps dot): weight rows per task at one virtual activation row (bf16
+  // M = 1: one 8-row tile) and at more (M x pieces >= 2: tiles of 4 or 2 rows). Why they differ:
+  // the prefetch (gemv_prefetch_tiles) reaches 2 tiles past the tile being computed, across task
+  // boundaries. A task of 4-row or 2-row tiles computes its first 2 tiles unprefetched and
+  // prefetches rows of the next task, which the other thread may take: 64 rows leave that to 1 in
+  // 16 or 32 tiles. At M = 1 a task is one tile, and with 2 threads taking tasks in turn the
+  // prefetch 2 tasks ahead lands on the thread's own next task; longer tasks lost there.
+  // Measured (Zen 4 dev VM, 2 threads, cold, cpu_paths_bench, same process, us median,
+  // 2026-12-03, docs/perf-cpu.md 39), 8 against 64 rows: 4 x 4096 x 14336 1941-2084 against
+  // 1839-1884 (quiet phase), 2469-3980 against 2354-3501 (loaded phase, 6 rounds); M = 2
+  // 1223-1310 / 1253-1216, loaded 1650-2597 / 1630-1747; M = 3 / 5 / 8 2588 / 3499 / 4592 against
+  // 2637 / 3353 / 4558; M = 2 / 4 x 1024 x 2560 99-216 / 143-226 against 86-153 / 124-144; 4 x
+  // 9728 x 2560 1185-1503 against 1006-1210; fp16 / fp32 M = 2 2077-3711 / 3023-3397 against
+  // 1917-3127 / 2859-2948; but M = 1 9728 x 2560 598-639 against 701-724, 4096 x 14336 1074-1195
+  // against 1133-1298.
+  std::int64_t gemv_avx512bf16_rows_per_task_m1 = 8;
+  std::int64_t gemv_avx512bf16_rows_per_task = 64;
   // Split K into segments when N alone gives fewer than this many tasks per thread.
   std::int64_t gemv_min_tasks_per_thread = 4;
   // AVX512-BF16 GEMV: bytes of (permuted bf16) activations per K block, all rows of the group;
