@@ -138,36 +138,42 @@ TEST(CpuMatmul, AllPathsAllTargetsMatchOracle) {
 
 // One-hot activations: y[m][n] = x_m . w_n = w[n][m] exactly, which must equal the oracle's
 // dequantized weight bit for bit (dequantize_ref rounds fl(e2m1*|s|)*ts once, as the kernels do).
+// Shapes: M = K rows (GEMV in 8-row groups and GEMM paths); N not a multiple of 16 (the panel
+// decodes' scalar columns); K = 48 (an odd number of 16-k blocks: a zero block in the 32-k padded
+// panel) and K = 1040 (three KC slices of the GEMMs, the last one block long).
 TEST(CpuMatmul, OneHotRecoversDequantizeBitExact) {
-  const std::int64_t n = 37, k = 64;  // M = K = 64 rows: GEMV (8-row groups) and GEMM paths
-  const std::uint64_t seed = 99;
-  SCOPED_TRACE("seed=" + std::to_string(seed));
-  const Weight w = random_weight(n, k, seed);
-  for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
-    SCOPED_TRACE(dtype_name(t));
-    const std::vector<std::uint8_t> deq = dequantized(w, t);
-    std::vector<std::uint8_t> xb = one_hot_rows(t, k, k);
-    const MatrixView xv{xb.data(), t, k, k, k};
-    std::vector<std::pair<std::string, CpuPath>> paths;
-    for (std::int64_t target : cpu::hwy_compiled_targets()) {
-      paths.push_back({std::string("gemv/") + hwy::TargetName(target), CpuPath::kGemv});
-      paths.push_back({std::string("gemm_f32/") + hwy::TargetName(target), CpuPath::kGemmF32});
-    }
-    for (CpuPath p : {CpuPath::kGemmAvx512Bf16, CpuPath::kGemmAmx, CpuPath::kGemvAvx512Bf16, CpuPath::kGemvAmx})
-      if (cpu::cpu_path_supported(p, t)) paths.push_back({cpu::cpu_path_name(p), p});
-    for (const auto& [label, p] : paths) {
-      SCOPED_TRACE(label);
-      const auto slash = label.find('/');
-      if (slash != std::string::npos) {
-        for (std::int64_t target : cpu::hwy_compiled_targets())
-          if (label.substr(slash + 1) == hwy::TargetName(target)) hwy::SetSupportedTargetsForTest(target);
+  struct Shape { std::int64_t n, k; };
+  for (const Shape sh : {Shape{37, 64}, Shape{33, 48}, Shape{40, 1040}}) {
+    const std::int64_t n = sh.n, k = sh.k;
+    const std::uint64_t seed = 99 + static_cast<std::uint64_t>(k);
+    SCOPED_TRACE("N=" + std::to_string(n) + " K=" + std::to_string(k) + " seed=" + std::to_string(seed));
+    const Weight w = random_weight(n, k, seed);
+    for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+      SCOPED_TRACE(dtype_name(t));
+      const std::vector<std::uint8_t> deq = dequantized(w, t);
+      std::vector<std::uint8_t> xb = one_hot_rows(t, k, k);
+      const MatrixView xv{xb.data(), t, k, k, k};
+      std::vector<std::pair<std::string, CpuPath>> paths;
+      for (std::int64_t target : cpu::hwy_compiled_targets()) {
+        paths.push_back({std::string("gemv/") + hwy::TargetName(target), CpuPath::kGemv});
+        paths.push_back({std::string("gemm_f32/") + hwy::TargetName(target), CpuPath::kGemmF32});
       }
-      Out y = poisoned(t, k, n, n);
-      cpu::quantized_matmul_path(xv, w.view(), y.view, p);
-      hwy::SetSupportedTargetsForTest(0);
-      expect_exact(  // == also treats -0 == +0 (a sum of +0 and -0 terms)
-          y, k, n, [&](std::int64_t i, std::int64_t j) { return load_as_f32(deq.data(), t, j * k + i); },
-          [&](std::int64_t i, std::int64_t j) { return "m=" + std::to_string(i) + " n=" + std::to_string(j); });
+      for (CpuPath p : {CpuPath::kGemmAvx512Bf16, CpuPath::kGemmAmx, CpuPath::kGemvAvx512Bf16, CpuPath::kGemvAmx})
+        if (cpu::cpu_path_supported(p, t)) paths.push_back({cpu::cpu_path_name(p), p});
+      for (const auto& [label, p] : paths) {
+        SCOPED_TRACE(label);
+        const auto slash = label.find('/');
+        if (slash != std::string::npos) {
+          for (std::int64_t target : cpu::hwy_compiled_targets())
+            if (label.substr(slash + 1) == hwy::TargetName(target)) hwy::SetSupportedTargetsForTest(target);
+        }
+        Out y = poisoned(t, k, n, n);
+        cpu::quantized_matmul_path(xv, w.view(), y.view, p);
+        hwy::SetSupportedTargetsForTest(0);
+        expect_exact(  // == also treats -0 == +0 (a sum of +0 and -0 terms)
+            y, k, n, [&](std::int64_t i, std::int64_t j) { return load_as_f32(deq.data(), t, j * k + i); },
+            [&](std::int64_t i, std::int64_t j) { return "m=" + std::to_string(i) + " n=" + std::to_string(j); });
+      }
     }
   }
 }
