@@ -90,9 +90,12 @@ bool avx512f_supported() {
 // 2j + 1) of all 16 columns sits in one vector; widened to 16 u32 lanes, vpermps (index bits 3:0)
 // looks up code 2j as is and code 2j + 1 after a shift by 4, each times the columns' |scale|, and
 // the top halves of the two fp32 words form the lane's bf16 pair: the scalar decode's bits. Why:
-// the form before it decoded along k per row and transposed the decoded dwords (48 zmm shuffles
-// per 16 x 16 pairs) and broadcast two scales per row and 32 k: the decode took ~45% of a
-// 32 x 9728 x 2560 GEMM on Zen 4 (docs/perf-cpu.md 39).
+// the form before it decoded along k per row, then transposed the decoded dwords (48 zmm
+// shuffles per 16 x 16 pairs) and broadcast two scales per row and 32 k, all on Intel's port 5,
+// which the AMX GEMM's decode is bound by. Measured (docs/perf-cpu.md 39, alternating builds, 2
+// threads, cold): the AMX GEMM on the device host 12-38% faster at 512 x 4096 x 14336, 33-51% at
+// 128 x 4096 x 14336, 41-53% at 64 x 9728 x 2560; the vdpbf16ps GEMM on Zen 4 0-4% at M = 512,
+// 8-15% at M = 128 (hot). (Zen 4, 1 thread: the decode is ~20% of a 32 x 1024 x 2560 GEMM.)
 __attribute__((target("avx512f"))) std::int64_t decode_panel_avx512(const MatmulArgs& a, std::int64_t n0,
                                                                      std::int64_t cols, std::int64_t nc,
                                                                      std::int64_t k0, std::int64_t kc,
