@@ -17,12 +17,13 @@
 // the microkernel on rows padded to its row block (32 for AMX, 8 for vdpbf16ps). x is copied once
 // into a zero-padded [Mpad][Kpad32] buffer so no microkernel ever needs an edge case.
 //
-// Panel decode (AVX-512F, every CPU that runs either microkernel): the packed bytes of 16 weight
-// rows are transposed as bytes (transpose_x86.h), so each byte (a k pair) of 16 rows widens to 16
-// u32 lanes of Bp[pair][column]; vpermps on the low / high nibble gives the fp32 E2M1 values,
-// times the block scale (exact), and the top halves of the two fp32 words form the bf16 pair
-// (exact: <= 6 significant bits). perf on the dev machine (Zen 4, M=512 N=512 K=14336, 1 thread)
-// put the former scalar decode at 30% of the run, more than the microkernel (27%).
+// Panel decode (AVX-512F, every CPU that runs either microkernel): one weight row's 16 packed
+// bytes (32 k = 2 blocks) widen to 16 u32 lanes; vpermps on the low / high nibble gives the
+// fp32 E2M1 values, times the block scale (exact), and the top halves of the two fp32 words form
+// the bf16 pair (exact: <= 6 significant bits). 16 rows x 16 pairs are then transposed in
+// registers (transpose_x86.h) into Bp[pair][column]. perf on the dev machine
+// (Zen 4, M=512 N=512 K=14336, 1 thread) put the former scalar decode at 30% of the run, more
+// than the microkernel (27%).
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -85,17 +86,7 @@ bool avx512f_supported() {
 }
 
 // Panel decode on AVX-512F: full groups of 16 columns; the caller finishes the rest scalar.
-// Returns the first column not decoded. Per 16 columns and 16-k block: the 16 rows' packed bytes
-// are transposed as bytes (transpose_block_bytes16), so byte j of the block (k pair j: codes 2j,
-// 2j + 1) of all 16 columns sits in one vector; widened to 16 u32 lanes, vpermps (index bits 3:0)
-// looks up code 2j as is and code 2j + 1 after a shift by 4, each times the columns' |scale|, and
-// the top halves of the two fp32 words form the lane's bf16 pair: the scalar decode's bits. Why:
-// the form before it decoded along k per row, then transposed the decoded dwords (48 zmm
-// shuffles per 16 x 16 pairs) and broadcast two scales per row and 32 k, all on Intel's port 5,
-// which the AMX GEMM's decode is bound by. Measured (docs/perf-cpu.md 39, alternating builds, 2
-// threads, cold): the AMX GEMM on the device host 12-38% faster at 512 x 4096 x 14336, 33-51% at
-// 128 x 4096 x 14336, 41-53% at 64 x 9728 x 2560; the vdpbf16ps GEMM on Zen 4 0-4% at M = 512,
-// 8-15% at M = 128 (hot). (Zen 4, 1 thread: the decode is ~20% of a 32 x 1024 x 2560 GEMM.)
+// Returns the first column not decoded.
 __attribute__((target("avx512f"))) std::int64_t decode_panel_avx512(const MatmulArgs& a, std::int64_t n0,
                                                                      std::int64_t cols, std::int64_t nc,
                                                                      std::int64_t k0, std::int64_t kc,
@@ -106,32 +97,40 @@ __attribute__((target("avx512f"))) std::int64_t decode_panel_avx512(const Matmul
                                     -0.f, -.5f, -1.f, -1.5f, -2.f, -3.f, -4.f, -6.f);
   const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
   const std::int64_t cfull = cols / 16 * 16;
-  const std::int64_t blocks = std::min(kc, k - k0) / kBlockSize;  // K % 16 == 0; kc % 32 == 0
   for (std::int64_t c = 0; c < cfull; c += 16) {
-    const std::uint8_t* prow[16];
-    const std::uint8_t* srow[16];
-    for (int i = 0; i < 16; ++i) {
-      prow[i] = a.packed + (n0 + c + i) * (k / 2) + k0 / 2;
-      srow[i] = a.scales + (n0 + c + i) * (k / kBlockSize) + k0 / kBlockSize;
-    }
-    for (std::int64_t b = 0; b < blocks; ++b) {
-      alignas(64) float sc[16];
-      for (int i = 0; i < 16; ++i) sc[i] = stab[srow[i][b]];
-      const __m512 scale = _mm512_load_ps(sc);
-      __m128i t[8];
-      transpose_block_bytes16(prow, b, t);
-      for (int j = 0; j < 8; ++j) {
-        const __m512i v = _mm512_cvtepu8_epi32(t[j]);
-        const __m512 lo = _mm512_mul_ps(_mm512_permutexvar_ps(v, tbl), scale);
-        const __m512 hi = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), tbl), scale);
+    for (std::int64_t p0 = 0; p0 < kc / 2; p0 += 16) {
+      const std::int64_t kk = k0 + 2 * p0;  // first k of these 16 pairs (32 k = 2 blocks)
+      __m512i r[16];
+      for (int i = 0; i < 16; ++i) {
+        const std::uint8_t* prow = a.packed + (n0 + c + i) * (k / 2);
+        const std::uint8_t* srow = a.scales + (n0 + c + i) * (k / kBlockSize);
+        alignas(16) std::uint8_t buf[16] = {};
+        float s0 = 0.0f, s1 = 0.0f;
+        __m128i bytes;
+        if (kk + 32 <= k) {
+          bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(prow + kk / 2));
+          s0 = stab[srow[kk / kBlockSize]];
+          s1 = stab[srow[kk / kBlockSize + 1]];
+        } else {
+          if (kk + 16 <= k) {  // K % 32 == 16: one block left, the second half stays zero
+            std::memcpy(buf, prow + kk / 2, 8);
+            s0 = stab[srow[kk / kBlockSize]];
+          }
+          bytes = _mm_load_si128(reinterpret_cast<const __m128i*>(buf));
+        }
+        const __m512i v = _mm512_cvtepu8_epi32(bytes);
+        const __m512 sc = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(s0), _mm512_set1_ps(s1));
+        const __m512 lo = _mm512_mul_ps(_mm512_permutexvar_ps(v, tbl), sc);
+        const __m512 hi = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), tbl), sc);
         // (lo >> 16) | (hi & 0xFFFF0000): ternary-logic A ? B : C with A = mask, B = hi, C = lo>>16.
-        _mm512_storeu_si512(pairs + (b * 8 + j) * nc + c,
-                            _mm512_ternarylogic_epi32(hi_mask, _mm512_castps_si512(hi),
-                                                      _mm512_srli_epi32(_mm512_castps_si512(lo), 16), 0xCA));
+        r[i] = _mm512_ternarylogic_epi32(hi_mask, _mm512_castps_si512(hi),
+                                         _mm512_srli_epi32(_mm512_castps_si512(lo), 16), 0xCA);
       }
+      // r[i] lane j (column c+i, pair p0+j) -> out[j] lane i: pair p0+j of 16 columns.
+      __m512i out[16];
+      transpose16x16_epi32(r, out);
+      for (int j = 0; j < 16; ++j) _mm512_storeu_si512(pairs + (p0 + j) * nc + c, out[j]);
     }
-    // Blocks past K (kc runs to K rounded up to 32): zero pairs.
-    for (std::int64_t p = blocks * 8; p < kc / 2; ++p) std::memset(pairs + p * nc + c, 0, 16 * 4);
   }
   return cfull;
 }

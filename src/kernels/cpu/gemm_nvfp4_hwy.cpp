@@ -15,7 +15,6 @@
 #include "kernels/cpu/hwy_register_block.h"
 #include "kernels/cpu/kernels_cpu.h"
 #include "kernels/cpu/parallel_for.h"
-#include "kernels/cpu/transpose_x86.h"
 #include "kernels/cpu/tuning_cpu.h"
 
 #define HWY_WANT_AVX3_DL 1
@@ -78,10 +77,38 @@ HWY_INLINE void Ukernel(const float* A, std::int64_t lda, const float* B, std::i
 #undef NVFP4_C_STORE
 }
 
+#if HWY_ARCH_X86 && (HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_AVX2)
+// The packed bytes of one 16-k block of 8 weight rows, transposed as bytes (12 unpacks): q[p]
+// holds packed byte 2p of rows 0..7, then packed byte 2p + 1 of rows 0..7.
+HWY_INLINE void TransposeBlockBytes8(const std::uint8_t* const* prow, std::int64_t b, __m128i (&q)[4]) {
+  __m128i r[8];
+  for (int c = 0; c < 8; ++c) r[c] = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(prow[c] + b * (kBlockSize / 2)));
+  const __m128i a0 = _mm_unpacklo_epi8(r[0], r[1]), a1 = _mm_unpacklo_epi8(r[2], r[3]);
+  const __m128i a2 = _mm_unpacklo_epi8(r[4], r[5]), a3 = _mm_unpacklo_epi8(r[6], r[7]);
+  const __m128i b0 = _mm_unpacklo_epi16(a0, a1), b1 = _mm_unpackhi_epi16(a0, a1);  // rows 0-3
+  const __m128i b2 = _mm_unpacklo_epi16(a2, a3), b3 = _mm_unpackhi_epi16(a2, a3);  // rows 4-7
+  q[0] = _mm_unpacklo_epi32(b0, b2);
+  q[1] = _mm_unpackhi_epi32(b0, b2);
+  q[2] = _mm_unpacklo_epi32(b1, b3);
+  q[3] = _mm_unpackhi_epi32(b1, b3);
+}
+#endif
+
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// The same for 16 rows: t[j] holds packed byte j (elements 2j, 2j + 1) of rows 0..15.
+HWY_INLINE void TransposeBlockBytes16(const std::uint8_t* const* prow, std::int64_t b, __m128i (&t)[8]) {
+  __m128i lo[4], hi[4];
+  TransposeBlockBytes8(prow, b, lo);
+  TransposeBlockBytes8(prow + 8, b, hi);
+  for (int p = 0; p < 4; ++p) {
+    t[2 * p] = _mm_unpacklo_epi64(lo[p], hi[p]);
+    t[2 * p + 1] = _mm_unpackhi_epi64(lo[p], hi[p]);
+  }
+}
+
 // AVX-512 panel decode (L = 16, NR = 32): 16 weight rows x one 16-k block, in the panel's k-major
 // order directly (dst[i * nr + c] holds element 16 b + i of row c): each packed byte j of the 16
-// rows (transpose_block_bytes16) is widened to 16 lanes; vpermps reads index bits 3:0, so it looks
+// rows (TransposeBlockBytes16) is widened to 16 lanes; vpermps reads index bits 3:0, so it looks
 // up element 2j's code as is and element 2j + 1's after a shift by 4; times the rows' |scale|: the
 // scalar decode's lut[code] * |scale|, the same bits. Per block: 3 port-5 uops per packed byte and
 // 32 unpacks, against 16 x (vpmovzxbd, vpermps) and a 16 x 16 dword transpose (48 shuffles) in the
@@ -91,7 +118,7 @@ HWY_INLINE void DecodeBlock16Rows(const std::uint8_t* const* prow, const float* 
   const __m512 tbl = _mm512_loadu_ps(lut);
   const __m512 scale = _mm512_loadu_ps(sc);
   __m128i t[8];
-  transpose_block_bytes16(prow, b, t);
+  TransposeBlockBytes16(prow, b, t);
   for (int j = 0; j < 8; ++j) {
     const __m512i v = _mm512_cvtepu8_epi32(t[j]);
     _mm512_storeu_ps(dst + (2 * j) * nr, _mm512_mul_ps(_mm512_permutexvar_ps(v, tbl), scale));
@@ -115,7 +142,7 @@ HWY_INLINE void DecodeBlock8Rows(const std::uint8_t* const* prow, const float* s
   const __m128i low4 = _mm_set1_epi8(0x0F);
   const __m256 half_scale = _mm256_mul_ps(_mm256_loadu_ps(sc), _mm256_set1_ps(0.5f));
   __m128i q[4];
-  transpose_block_bytes8(prow, b, q);
+  TransposeBlockBytes8(prow, b, q);
   auto put = [&](int kk, __m128i v8) {  // 8 int8 (2 * e2m1 of rows 0..7 at k = kk) -> the panel
     const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v8));
     _mm256_storeu_ps(dst + kk * nr, _mm256_mul_ps(v, half_scale));
