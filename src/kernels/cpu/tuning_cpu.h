@@ -111,18 +111,18 @@ struct CpuTuning {
   // AVX512-BF16 GEMV (the vdpbf16ps dot): weight rows per task at one virtual activation row (bf16
   // M = 1: one 8-row tile) and at more (M x pieces >= 2: tiles of 4 or 2 rows). Why they differ:
   // the prefetch (gemv_prefetch_tiles) reaches 2 tiles past the tile being computed, across task
-  // boundaries. A task of 4-row or 2-row tiles computes its first 2 tiles unprefetched and
-  // prefetches rows of the next task, which the other thread may take: 64 rows leave that to 1 in
-  // 16 or 32 tiles. At M = 1 a task is one tile, and with 2 threads taking tasks in turn the
-  // prefetch 2 tasks ahead lands on the thread's own next task; longer tasks lost there.
-  // Measured (Zen 4 dev VM, 2 threads, cold, cpu_paths_bench, same process, us median,
-  // 2026-12-03, docs/perf-cpu.md 39), 8 against 64 rows: 4 x 4096 x 14336 1941-2084 against
-  // 1839-1884 (quiet phase), 2469-3980 against 2354-3501 (loaded phase, 6 rounds); M = 2
-  // 1223-1310 / 1253-1216, loaded 1650-2597 / 1630-1747; M = 3 / 5 / 8 2588 / 3499 / 4592 against
-  // 2637 / 3353 / 4558; M = 2 / 4 x 1024 x 2560 99-216 / 143-226 against 86-153 / 124-144; 4 x
-  // 9728 x 2560 1185-1503 against 1006-1210; fp16 / fp32 M = 2 2077-3711 / 3023-3397 against
-  // 1917-3127 / 2859-2948; but M = 1 9728 x 2560 598-639 against 701-724, 4096 x 14336 1074-1195
-  // against 1133-1298.
+  // boundaries. A task computes its first 2 tiles unprefetched and prefetches 2 tiles of the next
+  // task, which the other thread may take: with 8 rows that is every tile of 4 or 2 rows, with 64
+  // rows 2 of 16 or 32. At M = 1 a task is one tile, and with 2 threads taking tasks in turn the
+  // prefetch 2 tasks ahead lands on the thread's own next task; longer tasks lost there. With the
+  // prefetch off, 8 and 64 rows tie (M = 4: 2433 / 2440 us). Measured (Zen 4 dev VM, 2 threads,
+  // cold, cpu_paths_bench, both in one process, us median, 2026-12-03, docs/perf-cpu.md 39.1), 8
+  // against 64 rows: 4 x 4096 x 14336 2006-2084 against 1849-1884, in a loaded phase 2469-3980
+  // against 2354-3501 (6 rounds); M = 2 1224-1260 against 1216-1250, loaded 1650-2597 against
+  // 1630-1747; M = 3 / 5 / 8 2588 / 3499 / 4592 against 2637 / 3353 / 4558; 4 x 9728 x 2560
+  // 1185-1503 against 1006-1210; fp16 / fp32 M = 2 2077-3711 / 3023-3397 against 1917-3127 /
+  // 2859-2948; but M = 1: 4096 x 14336 1075-1159 against 1223-1298, 9728 x 2560 598-639 against
+  // 701-724. Qwen3-4B batched decode, paired: B = 2 -23%, B = 4 -20%.
   std::int64_t gemv_avx512bf16_rows_per_task_m1 = 8;
   std::int64_t gemv_avx512bf16_rows_per_task = 64;
   // Split K into segments when N alone gives fewer than this many tasks per thread.
