@@ -143,9 +143,15 @@ struct CpuTuning {
   // host-state dependent (M=2 -15% or +13..40%, M=1 1 tile ahead up to +90%). On Emerald Rapids
   // (the AMX host, 2 cores, M=1) off vs 2 tiles: 5-10% faster off in a first sweep, then within
   // +-2% in 8 more interleaved rounds (docs/perf-cpu.md 7): no robust difference, one default.
+  // The upper bound (both dots) was 4; with 64-row tasks (gemv_avx512bf16_rows_per_task) M = 5 / 6
+  // gain too (docs/perf-cpu.md 39.5, both bounds in one process, cold, 2 threads, us median): Zen 4
+  // vdpbf16ps dot 5 x 4096 x 14336 3108 / 2921 -> 2415 / 2268, 6 x 4096 x 14336 3217 / 3133 ->
+  // 2751 / 2901, 6 x 9728 x 2560 1746 / 2588 -> 1346 / 2165; M = 7 +2% / -3%, M = 8 +7..+12%
+  // (compute-bound). Device host (Emerald Rapids), FMA dot: M = 5 -7% / -7%, M = 6 +2% / -9%,
+  // 6 x 9728 x 2560 -14% / -22%; vdpbf16ps dot -2% to -14%.
   std::int64_t gemv_prefetch_tiles = 2;
   std::int64_t gemv_prefetch_min_m = 1;
-  std::int64_t gemv_prefetch_max_m = 4;
+  std::int64_t gemv_prefetch_max_m = 6;
   std::int64_t gemv_prefetch_l2 = 1;
   // AMX GEMV (gemv_nvfp4_amx.cpp), where AMX is granted: taken for the M (1..16) whose bit (M-1)
   // is set, any dtype, before the gemv_max_m test. Measured (lead, Emerald Rapids, 2 cores pinned,
