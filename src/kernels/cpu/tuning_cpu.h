@@ -41,8 +41,15 @@ struct CpuTuning {
   // M=16 12261 / 22141, M=24 18379 / 26881, M=32 25309 / 32074; 9728 x 2560 M=16 7485 / 9784,
   // M=24 10097 / 11620. fp32 4096 x 14336 M=12 13905 / 19883, M=16 19005 / 22467, M=24 30455 /
   // 29450 (the GEMM ahead).
-  std::int64_t gemv_f16_max_m = 32;
-  std::int64_t gemv_f32_max_m = 16;
+  // Since the fp32 GEMM's panel decode was vectorized (2026-12-02, docs/perf-cpu.md 29) the GEMM
+  // wins earlier: re-measured (Zen 4 dev VM, 2026-12-03, same tool, both paths in one process,
+  // split GEMV / fp32 GEMM, docs/perf-cpu.md 39.6): fp32 4096 x 14336 M=8 9632 / 10047, M=12
+  // 13665 / 11916, M=16 20886 / 15863, M=20 21208 / 15426; 9728 x 2560 M=12 6407 / 4761, M=20
+  // 13361 / 7825; fp16 4096 x 14336 M=16 12510 / 14269, M=24 17798 / 18239, M=32 26907 / 25095;
+  // 9728 x 2560 M=16 7212 / 6778, M=24 9604 / 8283. So fp32 has no mid range left (bound =
+  // gemv_max_m) and fp16 keeps it to 16.
+  std::int64_t gemv_f16_max_m = 16;
+  std::int64_t gemv_f32_max_m = 8;
   // fp16 / fp32 activations with M <= gemv_max_m take the AVX512-BF16 GEMV (split exactly into
   // 2 / 3 bf16 pieces, i.e. 2M / 3M kernel rows) for the M whose bit (M-1) is set here, else the
   // Highway fp32 GEMV. Same results contract either way (oracle within the documented tolerance).
