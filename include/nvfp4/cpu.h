@@ -22,7 +22,7 @@ namespace nvfp4::cpu {
 // 1956 -> 1856 us (-5%), hot (L3-resident) 1887 -> 1835 and 1743 -> 1690 us (-3%), i.e. less
 // than on Zen 4 there. So it pays where the weights are cache resident; DRAM-streamed decode
 // gains 3-5%. Use it wherever the canonical path runs that GEMV: M = 1, and on CPUs without AMX
-// bf16 M <= 24, fp16 M <= 32, fp32 M <= 16 (cpu_path_for; docs/perf-cpu.md 9). Where the canonical path runs
+// bf16 M <= 24, fp16 M <= 16, fp32 M <= 8 (cpu_path_for; docs/perf-cpu.md 9, 39.6). Where the canonical path runs
 // the AMX GEMV (M >= 2 on AMX hosts) the two trade places (same run, cold / hot us: M=2 pre-split
 // 2892 / 2720 vs AMX 2968 / 4187; M=4 4832 / 4503 vs 4545 / 4433; M=8 7356 / 7102 vs 2884 / 1982).
 //

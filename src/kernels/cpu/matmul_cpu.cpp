@@ -14,7 +14,7 @@
 //   M <= gemv_max_m (tuning_cpu.h)          -> GEMV (Highway, best target)
 //   AMX granted                              -> GEMM on AMX tiles, any dtype (fp16/fp32 split
 //                                               exactly; data that cannot be split: fp32 GEMM)
-//   M <= gemv_bf16_max_m / gemv_f16_max_m / gemv_f32_max_m (24 / 32 / 16), no AMX, the dtype not
+//   M <= gemv_bf16_max_m / gemv_f16_max_m / gemv_f32_max_m (24 / 16 / 8), no AMX, the dtype not
 //     in gemv_fma_dtypes (Zen 4)             -> GEMV on vdpbf16ps in groups of <= 8 (virtual) rows
 //   bf16 activations, AVX512-BF16, M < gemm_bf16_fp32_min_m (default: 0 on Intel without AMX,
 //     else every M)                          -> GEMM on vdpbf16ps
