@@ -57,6 +57,11 @@ struct CpuTuning {
   // docs/perf-cpu.md section 5): fp16 M=1 0.72, M=4 0.68, M=8 0.60 (all M faster); fp32 M=1
   // 1.012 [1.002, 1.024] (3-row tile = Highway's compute: kept on Highway), M=2 0.87, M=3 0.998
   // (tie: Highway), M=4 0.80, M=8 0.89; M=5..7 0.81-0.96 (interleaved cpu_paths_bench).
+  // fp32 M = 1 joined on 2026-12-03: its 3 bf16 pieces are 3 virtual rows, which since then run in
+  // 64-row tasks (gemv_avx512bf16_rows_per_task). Both in one process (Zen 4 dev VM, cold, 2
+  // threads, us median, split / Highway, docs/perf-cpu.md 39.7): 4096 x 14336 1913 / 2431 and
+  // 2072 / 2634, 2560 x 9728 715 / 948, 9728 x 2560 890 / 1480, 151936 x 2560 15882 / 24566; M = 3
+  // 4326 / 4421 (still a tie: Highway).
   // M = 1 .. gemv_fma_max_m on the AVX512 GEMV with fp32 FMAs (vpermps decode; activations
   // converted exactly to fp32, no split) instead of vdpbf16ps, for the activation dtypes whose bit
   // (1 << DType value: 1 f32, 2 f16, 4 bf16) is set. Default (gemv_fma_dtypes_default): every dtype
@@ -111,7 +116,7 @@ struct CpuTuning {
   // two 4 x 2 passes 7418 (vdpbf16ps dot 8302); 6 rows 4895 in one pass, 5353 in two of 3.
   std::int64_t gemv_fma_group_rows = 6;
   std::uint32_t gemv_split_f16_rows = 0xFF;        // M = 1..8
-  std::uint32_t gemv_split_f32_rows = 0xFA;        // M = 2, 4..8
+  std::uint32_t gemv_split_f32_rows = 0xFB;        // M = 1, 2, 4..8
   // Highway GEMV: weight rows (N) per task; several rows per task give independent FMA chains and
   // let one atomic per task amortise over >= 16 KiB of weights at K=4096.
   std::int64_t gemv_rows_per_task = 8;
