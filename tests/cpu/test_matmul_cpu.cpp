@@ -244,13 +244,13 @@ TEST(CpuMatmul, HwyGemvSmallMDirect) {
 // Which hosts take the FMA dot for every dtype (tuning_cpu.h gemv_fma_dtypes_rule), for the
 // host classes this CI cannot run: Intel AVX512-BF16 + FP16 (Sapphire / Emerald Rapids), AVX-512
 // without BF16 (Ice Lake: the FMA dot is its only fast GEMV), Zen 4 (BF16 without Intel's slow
-// vdpbf16ps: the bf16 dot), and CPUs without the FMA dot's ISA.
+// vdpbf16ps: the bf16 dot, except for fp32's 3 pieces), and CPUs without the FMA dot's ISA.
 TEST(CpuMatmul, FmaDotDtypesRuleByHost) {
   const std::int64_t all = cpu::gemv_fma_dtype_bit(DType::kF32) | cpu::gemv_fma_dtype_bit(DType::kF16) |
                            cpu::gemv_fma_dtype_bit(DType::kBF16);
   EXPECT_EQ(cpu::gemv_fma_dtypes_rule(true, true, true), all);     // Sapphire / Emerald Rapids
   EXPECT_EQ(cpu::gemv_fma_dtypes_rule(false, false, true), all);   // Ice Lake, Tiger Lake
-  EXPECT_EQ(cpu::gemv_fma_dtypes_rule(false, true, true), 0);      // Zen 4
+  EXPECT_EQ(cpu::gemv_fma_dtypes_rule(false, true, true), cpu::gemv_fma_dtype_bit(DType::kF32));  // Zen 4: fp32 only
   EXPECT_EQ(cpu::gemv_fma_dtypes_rule(false, false, false), 0);    // AVX2 only, or no VBMI
   EXPECT_EQ(cpu::gemv_fma_dtypes_rule(false, true, false), 0);     // Cooper Lake (BF16, no VBMI)
   // This host: no FMA dot where its ISA is missing, whatever the tuning table asks.

@@ -1,6 +1,6 @@
 // kernels/cpu/matmul_cpu.cpp -- the CPU backend's dispatcher: a short ordered chain.
 //   M <= gemv_fma_max_m (2 with AMX, else 16) with the dtype in gemv_fma_dtypes (every dtype on
-//     Intel AVX512-BF16 + FP16 hosts and on AVX-512 hosts without BF16), AVX512F/BW/VL/DQ + VBMI
+//     Intel AVX512-BF16 + FP16 hosts and on AVX-512 hosts without BF16, fp32 on Zen 4), AVX512F/BW/VL/DQ + VBMI
 //                                            -> GEMV on vdpbf16ps's lanes with fp32 FMAs (the FMA dot)
 //   M's bit in gemv_amx_rows (default M = 2..16), or M > 16 with M x pieces <=
 //     gemv_amx_max_virtual_rows (default 48), AMX granted, AVX512-BF16+VBMI
@@ -103,13 +103,16 @@ std::int64_t gemv_fma_dtypes_rule(bool intel_bf16_fp16, bool bf16, bool fma_dot_
   // On Intel's AVX512-BF16 cores vdpbf16ps issues once per ~2 cycles and shares port 5 with
   // vpermw, while vfmadd231ps issues twice per cycle (docs/perf-cpu.md 14; vdpbf16ps_rate on the
   // AMX host and on the model 207 VM without AMX: 1.3 against 5.4 G instructions/s per thread,
-  // docs/perf-cpu.md 28). Zen 4 runs vdpbf16ps once per cycle: it keeps the bf16 dot. AVX-512
-  // CPUs without BF16 have no bf16 dot; the FMA dot beat their alternative, the Highway GEMV, by
-  // 1.1-1.35x at M = 1..8 on Emerald Rapids (docs/perf.md open lead 4b, 2026-12-03).
+  // docs/perf-cpu.md 28). Zen 4 runs vdpbf16ps once per cycle: it keeps the bf16 dot for bf16 and
+  // fp16 (1 and 2 bf16 pieces), but fp32's 3 pieces cost 3 vdpbf16ps per 32 products, behind the FMA
+  // dot's 2 FMAs: 19-35% slower at M = 1..8 (Zen 4 dev VM, both in one process, 2026-12-03,
+  // docs/perf-cpu.md 39.8). AVX-512 CPUs without BF16 have no bf16 dot; the FMA dot beat their
+  // alternative, the Highway GEMV, by 1.1-1.35x at M = 1..8 on Emerald Rapids (docs/perf.md open
+  // lead 4b, 2026-12-03).
   if (!fma_dot_isa) return 0;
   return intel_bf16_fp16 || !bf16
              ? gemv_fma_dtype_bit(DType::kF32) | gemv_fma_dtype_bit(DType::kF16) | gemv_fma_dtype_bit(DType::kBF16)
-             : 0;
+             : gemv_fma_dtype_bit(DType::kF32);
 }
 
 std::int64_t gemv_fma_dtypes_default() {

@@ -61,11 +61,13 @@ struct CpuTuning {
   // 64-row tasks (gemv_avx512bf16_rows_per_task). Both in one process (Zen 4 dev VM, cold, 2
   // threads, us median, split / Highway, docs/perf-cpu.md 39.7): 4096 x 14336 1913 / 2431 and
   // 2072 / 2634, 2560 x 9728 715 / 948, 9728 x 2560 890 / 1480, 151936 x 2560 15882 / 24566; M = 3
-  // 4326 / 4421 (still a tie: Highway).
+  // 4326 / 4421 (still a tie: Highway). Where the dtype takes the FMA dot (gemv_fma_dtypes: fp32
+  // on Zen 4 too since the same evening), that comes first and this mask does not apply.
   // M = 1 .. gemv_fma_max_m on the AVX512 GEMV with fp32 FMAs (vpermps decode; activations
   // converted exactly to fp32, no split) instead of vdpbf16ps, for the activation dtypes whose bit
   // (1 << DType value: 1 f32, 2 f16, 4 bf16) is set. Default (gemv_fma_dtypes_default): every dtype
-  // on Intel CPUs with AVX512-BF16 and AVX512-FP16 (AMX exposed or not), none elsewhere (Zen 4).
+  // on Intel CPUs with AVX512-BF16 and AVX512-FP16 (AMX exposed or not) and on AVX-512 CPUs
+  // without BF16, fp32 only on Zen 4 (gemv_fma_dtypes_rule, matmul_cpu.cpp; docs/perf-cpu.md 39.8).
   // Measured (Emerald Rapids dev VM, 2 threads, cold, cpu_paths_bench, us medians per round,
   // docs/perf-cpu.md 14-16): with its own task size and K block (below), bf16 pre-split 1 x 4096
   // x 14336 1465 / 1610 against 1635 / 1826 on vdpbf16ps, 14336 x 4096 1606-1684 against
