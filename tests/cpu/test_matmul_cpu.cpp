@@ -674,25 +674,25 @@ TEST(CpuMatmulSplit, DispatchFollowsTuningTable) {
      // GEMM, fp16 / fp32: the fp32 GEMM).
     const bool amx = cpu::cpu_path_supported(CpuPath::kGemmAmx, DType::kBF16);
     struct B { DType t; std::int64_t max_m; CpuPath gemm; };
+    const auto bounds = [&](const cpu::CpuTuning& u) {
+      return std::vector<B>{B{DType::kBF16, u.gemv_bf16_max_m, amx ? CpuPath::kGemmAmx : CpuPath::kGemmAvx512Bf16},
+                            B{DType::kF16, u.gemv_f16_max_m, amx ? CpuPath::kGemmAmx : CpuPath::kGemmF32},
+                            B{DType::kF32, u.gemv_f32_max_m, amx ? CpuPath::kGemmAmx : CpuPath::kGemmF32}};
+    };
     // Every dtype with a mid range (the defaults may leave one without: fp32's bound is
     // gemv_max_m since 2026-12-03, tuning_cpu.h), then the defaults' upper ends.
     cpu::CpuTuning tm = t;
-    tm.gemv_bf16_max_m = std::max(t.gemv_bf16_max_m, t.gemv_max_m + 4);
-    tm.gemv_f16_max_m = std::max(t.gemv_f16_max_m, t.gemv_max_m + 4);
-    tm.gemv_f32_max_m = std::max(t.gemv_f32_max_m, t.gemv_max_m + 4);
+    for (std::int64_t* bound : {&tm.gemv_bf16_max_m, &tm.gemv_f16_max_m, &tm.gemv_f32_max_m})
+      *bound = std::max(*bound, t.gemv_max_m + 4);
     cpu::cpu_tuning_mutable() = tm;
-    for (const B& b : {B{DType::kBF16, tm.gemv_bf16_max_m, amx ? CpuPath::kGemmAmx : CpuPath::kGemmAvx512Bf16},
-                       B{DType::kF16, tm.gemv_f16_max_m, amx ? CpuPath::kGemmAmx : CpuPath::kGemmF32},
-                       B{DType::kF32, tm.gemv_f32_max_m, amx ? CpuPath::kGemmAmx : CpuPath::kGemmF32}}) {
+    for (const B& b : bounds(tm)) {
       SCOPED_TRACE(dtype_name(b.t));
       EXPECT_EQ(cpu::cpu_path_for(t.gemv_max_m + 1, b.t), amx ? b.gemm : CpuPath::kGemvAvx512Bf16);
       EXPECT_EQ(cpu::cpu_path_for(b.max_m, b.t), amx ? b.gemm : CpuPath::kGemvAvx512Bf16);
       EXPECT_EQ(cpu::cpu_path_for(b.max_m + 1, b.t), b.gemm);
     }
     cpu::cpu_tuning_mutable() = t;
-    for (const B& b : {B{DType::kBF16, t.gemv_bf16_max_m, amx ? CpuPath::kGemmAmx : CpuPath::kGemmAvx512Bf16},
-                       B{DType::kF16, t.gemv_f16_max_m, amx ? CpuPath::kGemmAmx : CpuPath::kGemmF32},
-                       B{DType::kF32, t.gemv_f32_max_m, amx ? CpuPath::kGemmAmx : CpuPath::kGemmF32}}) {
+    for (const B& b : bounds(t)) {
       SCOPED_TRACE(std::string("defaults, ") + dtype_name(b.t));
       EXPECT_EQ(cpu::cpu_path_for(std::max(b.max_m, t.gemv_max_m) + 1, b.t), b.gemm);
     }

@@ -57,12 +57,10 @@ struct CpuTuning {
   // docs/perf-cpu.md section 5): fp16 M=1 0.72, M=4 0.68, M=8 0.60 (all M faster); fp32 M=1
   // 1.012 [1.002, 1.024] (3-row tile = Highway's compute: kept on Highway), M=2 0.87, M=3 0.998
   // (tie: Highway), M=4 0.80, M=8 0.89; M=5..7 0.81-0.96 (interleaved cpu_paths_bench).
-  // fp32 M = 1 joined on 2026-12-03: its 3 bf16 pieces are 3 virtual rows, which since then run in
-  // 64-row tasks (gemv_avx512bf16_rows_per_task). Both in one process (Zen 4 dev VM, cold, 2
-  // threads, us median, split / Highway, docs/perf-cpu.md 39.7): 4096 x 14336 1913 / 2431 and
-  // 2072 / 2634, 2560 x 9728 715 / 948, 9728 x 2560 890 / 1480, 151936 x 2560 15882 / 24566; M = 3
-  // 4326 / 4421 (still a tie: Highway). Where the dtype takes the FMA dot (gemv_fma_dtypes: fp32
-  // on Zen 4 too since the same evening), that comes first and this mask does not apply.
+  // fp32 M = 1 joined on 2026-12-03 (its 3 pieces now run in 64-row tasks; split / Highway 21-40%
+  // faster, docs/perf-cpu.md 39.7). Where the dtype takes the FMA dot (gemv_fma_dtypes, which by
+  // default holds fp32 on every host with this GEMV since 39.8), that comes first and this mask
+  // applies only to a table that turns the FMA dot off.
   // M = 1 .. gemv_fma_max_m on the AVX512 GEMV with fp32 FMAs (vpermps decode; activations
   // converted exactly to fp32, no split) instead of vdpbf16ps, for the activation dtypes whose bit
   // (1 << DType value: 1 f32, 2 f16, 4 bf16) is set. Default (gemv_fma_dtypes_default): every dtype
@@ -130,13 +128,10 @@ struct CpuTuning {
   // rows 2 of 16 or 32. At M = 1 a task is one tile, and with 2 threads taking tasks in turn the
   // prefetch 2 tasks ahead lands on the thread's own next task; longer tasks lost there. With the
   // prefetch off, 8 and 64 rows tie (M = 4: 2433 / 2440 us). Measured (Zen 4 dev VM, 2 threads,
-  // cold, cpu_paths_bench, both in one process, us median, 2026-12-03, docs/perf-cpu.md 39.1), 8
-  // against 64 rows: 4 x 4096 x 14336 2006-2084 against 1849-1884, in a loaded phase 2469-3980
-  // against 2354-3501 (6 rounds); M = 2 1224-1260 against 1216-1250, loaded 1650-2597 against
-  // 1630-1747; M = 3 / 5 / 8 2588 / 3499 / 4592 against 2637 / 3353 / 4558; 4 x 9728 x 2560
-  // 1185-1503 against 1006-1210; fp16 / fp32 M = 2 2077-3711 / 3023-3397 against 1917-3127 /
-  // 2859-2948; but M = 1: 4096 x 14336 1075-1159 against 1223-1298, 9728 x 2560 598-639 against
-  // 701-724. Qwen3-4B batched decode, paired: B = 2 -23%, B = 4 -20%.
+  // cold, both in one process, 2026-12-03; the full table in docs/perf-cpu.md 39.1), 8 against 64
+  // rows: 4 x 4096 x 14336 2006-2084 against 1849-1884, 4 x 9728 x 2560 1185-1503 against
+  // 1006-1210; but M = 1 x 4096 x 14336 1075-1159 against 1223-1298. Qwen3-4B batched decode,
+  // paired: B = 2 -23%, B = 4 -20%.
   std::int64_t gemv_avx512bf16_rows_per_task_m1 = 8;
   std::int64_t gemv_avx512bf16_rows_per_task = 64;
   // Split K into segments when N alone gives fewer than this many tasks per thread.
