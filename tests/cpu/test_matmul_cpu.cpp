@@ -373,7 +373,7 @@ TEST(CpuMatmul, PublicEntryUsesCpuBackend) {
 
 // tuning_cpu.h promises "speed only, never results" for the blocking sizes that do not split
 // K into separately summed segments: GEMV x block, rows per task, activation rows per pass
-// (MR of the tile) and software prefetch; GEMM KC / NC / MC. Each output must be bit-identical
+// (MR of the tile) and software prefetch; GEMM KC / NC / MC and prefetch. Each output must be bit-identical
 // across settings (same per-lane vdpbf16ps/FMA sequence whatever the tile shape).
 TEST(CpuMatmul, BlockingTuningDoesNotChangeResults) {
   const std::uint64_t seed = 4242;
@@ -412,6 +412,7 @@ TEST(CpuMatmul, BlockingTuningDoesNotChangeResults) {
         t.gemm_kc = v == 0 ? 32 : v == 1 ? 512 : 4096;
         t.gemm_nc = v == 0 ? 32 : v == 1 ? 128 : 256;
         t.gemm_mc = v == 0 ? 32 : v == 1 ? 512 : 64;
+        t.gemm_prefetch = v == 1 ? 0 : 1;
         cpu::cpu_tuning_mutable() = t;
         Out y = poisoned(dt, m, w.n, w.n);
         cpu::quantized_matmul_path(x.view, w.view(), y.view, p);

@@ -97,9 +97,15 @@ __attribute__((target("avx512f"))) std::int64_t decode_panel_avx512(const Matmul
                                     -0.f, -.5f, -1.f, -1.5f, -2.f, -3.f, -4.f, -6.f);
   const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
   const std::int64_t cfull = cols / 16 * 16;
+  const std::int64_t steps = kc / 32, kend = std::min(k0 + kc, k);  // 16-pair steps per group
+  const bool prefetch = cpu_tuning().gemm_prefetch != 0;
   for (std::int64_t c = 0; c < cfull; c += 16) {
     for (std::int64_t p0 = 0; p0 < kc / 2; p0 += 16) {
       const std::int64_t kk = k0 + 2 * p0;  // first k of these 16 pairs (32 k = 2 blocks)
+      // The next group's 16 rows into L1, spread over this group's steps.
+      if (prefetch)
+        for (std::int64_t i = p0 / 16; i < 16 && c + 16 + i < cols; i += steps)
+          prefetch_row_slice<3>(a, n0 + c + 16 + i, k0, kend);
       __m512i r[16];
       for (int i = 0; i < 16; ++i) {
         const std::uint8_t* prow = a.packed + (n0 + c + i) * (k / 2);
@@ -201,6 +207,9 @@ bool gemm_nvfp4_bf16(const MatmulArgs& a, Bf16Kernel kind) {
       if (avx512f_supported()) done = decode_panel_avx512(a, n0, cols, nc, k0, kc, pairs);
 #endif
       decode_panel_scalar(a, n0, cols, nc, k0, kc, done, pairs);
+      // The task's next slice into L2 while the microkernel runs on this one.
+      if (tune.gemm_prefetch != 0 && k0 + kc < k)
+        for (std::int64_t c = 0; c < cols; ++c) prefetch_row_slice<2>(a, n0 + c, k0 + kc, std::min(k0 + kc + kcmax, k));
       ukernel(xa.get() + m0 * kpad + k0, kpad, bp.get(), nc, kc, cacc.get(), nc, rows_pad);
     }
     // Per output: its pieces smallest first (as gemv_store_pieces), then the tensor scale once.

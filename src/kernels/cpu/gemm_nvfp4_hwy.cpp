@@ -208,6 +208,10 @@ void GemmImpl(const MatmulArgs& a) {
           srow[c] = cg + c < cols ? a.scales + col * (k / kBlockSize) + k0 / kBlockSize : nullptr;
         }
         for (std::int64_t b = 0; b < kc / kBlockSize; ++b) {
+          // The next group's rows into L1, spread over this group's blocks (gemm_prefetch).
+          if (tune.gemm_prefetch != 0)
+            for (std::int64_t c = cg + NR + b; c < std::min(cg + 2 * NR, cols); c += kc / kBlockSize)
+              prefetch_row_slice<3>(a, n0 + c, k0, k0 + kc);
           float sc[kMaxNR];
           for (std::int64_t c = 0; c < NR; ++c) sc[c] = srow[c] ? stab[srow[c][b]] : 0.0f;
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
@@ -234,6 +238,9 @@ void GemmImpl(const MatmulArgs& a) {
           }
         }
       }
+      // The task's next slice into L2 while the microkernel runs on this one.
+      if (tune.gemm_prefetch != 0 && k0 + kc < k)
+        for (std::int64_t c = 0; c < cols; ++c) prefetch_row_slice<2>(a, n0 + c, k0 + kc, std::min(k0 + kc + kcmax, k));
       for (std::int64_t i = 0; i < rows; i += kMR) {
         const int r = static_cast<int>(std::min<std::int64_t>(kMR, rows - i));
         for (std::int64_t sub = 0; sub < nc / NR; ++sub)

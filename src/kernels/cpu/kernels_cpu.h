@@ -117,6 +117,32 @@ std::unique_ptr<T[], Free64> alloc64(std::int64_t count) {
   return std::unique_ptr<T[], Free64>(static_cast<T*>(std::aligned_alloc(64, bytes == 0 ? 64 : bytes)));
 }
 
+// Software prefetch of one weight row's packed bytes and scales for k in [k0, kend) (Locality 3:
+// prefetcht0, 2: prefetcht1). The GEMMs' panel decodes read 16-32 rows x KC/2 bytes at a time:
+// runs too short for the hardware prefetchers (docs/perf-cpu.md 40).
+// On x86 a volatile asm: GCC 12 (-O1..-O3) deleted every __builtin_prefetch of this function and
+// of its callers' loops (a loop of prefetches after another prefetch; seen in objdump,
+// docs/perf-cpu.md 40).
+template <int Locality>
+inline void prefetch_line(const void* p) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if constexpr (Locality == 3)
+    asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p)));
+  else
+    asm volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p)));
+#else
+  __builtin_prefetch(p, 0, Locality);
+#endif
+}
+template <int Locality>
+inline void prefetch_row_slice(const MatmulArgs& a, std::int64_t row, std::int64_t k0, std::int64_t kend) {
+  const std::uint8_t* srow = a.scales + row * (a.k / kBlockSize);
+  prefetch_line<Locality>(srow + k0 / kBlockSize);
+  prefetch_line<Locality>(srow + (kend - 1) / kBlockSize);
+  const std::uint8_t* prow = a.packed + row * (a.k / 2);
+  for (std::int64_t kk = k0; kk < kend; kk += 128) prefetch_line<Locality>(prow + kk / 2);
+}
+
 // ---- shared scalar helpers (exact) -------------------------------------------------------
 // |scale| as fp32 for every E4M3 byte (0x7F/0xFF -> NaN, as the oracle gives).
 const float* e4m3_abs_table();  // 256 entries

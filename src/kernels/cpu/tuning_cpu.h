@@ -227,6 +227,10 @@ struct CpuTuning {
   std::int64_t gemm_nc = 128;
   std::int64_t gemm_kc = 512;
   std::int64_t gemm_mc = 512;
+  // GEMMs (bf16, AMX, fp32): software prefetch of the weight rows their panel decode reads next (the
+  // next 16 / 32-row group into L1 during a decode, the next KC slice into L2 during the microkernel),
+  // 1 = on, 0 = off (for A/B timing in one process; docs/perf-cpu.md 40).
+  std::int64_t gemm_prefetch = 1;
 };
 
 // The one table, read by every kernel call. Benchmarks and tests may change it through
