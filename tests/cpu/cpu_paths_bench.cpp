@@ -9,7 +9,7 @@
 //   all supported), each
 //   optionally with tuning overrides, e.g. gemv_bf16:rpt=16:xb=16384 gemm_bf16:kc=512:nc=128
 //   (rpt gemv_rows_per_task (Highway GEMV), brpt/brpt1 gemv_avx512bf16_rows_per_task/_m1, xb gemv_x_block_bytes, grp gemv_group_rows, pf/pfm/pfx/pfl2
-//   gemv_prefetch_tiles/_min_m/_max_m/_l2, kc/nc/mc gemm_*, gpf gemm_prefetch, amxn/amxkb/amxpf/tab gemv_amx_n_tiles/
+//   gemv_prefetch_tiles/_min_m/_max_m/_l2, pfsk/sk gemv_prefetch_short_k_max_m/_short_k, kc/nc/mc gemm_*, gpf gemm_prefetch, amxn/amxkb/amxpf/tab gemv_amx_n_tiles/
 //   _k_block/_prefetch_bytes/_decode_table, fma gemv_fma_dtypes: dtype mask 1 f32 2 f16 4 bf16, fmam gemv_fma_max_m, frpt/fxb/fpf/fgrp gemv_fma_rows_per_task/_x_block_bytes/_prefetch_tiles/_group_rows), and dt=bf16|f16|f32 to run that path
 //   on activations of another dtype (same values, rounded), e.g. to time the fp32 split GEMV next
 //   to the bf16 GEMV in one process: `f32 ... gemv_bf16 gemv_bf16:dt=bf16 gemv`.
@@ -132,6 +132,8 @@ int main(int argc, char** argv) {
         else if (key == "pfm") p.tune.gemv_prefetch_min_m = val;
         else if (key == "pfx") p.tune.gemv_prefetch_max_m = val;
         else if (key == "pfl2") p.tune.gemv_prefetch_l2 = val;
+        else if (key == "pfsk") p.tune.gemv_prefetch_short_k_max_m = val;
+        else if (key == "sk") p.tune.gemv_prefetch_short_k = val;
         else if (key == "kc") p.tune.gemm_kc = val;
         else if (key == "nc") p.tune.gemm_nc = val;
         else if (key == "mc") p.tune.gemm_mc = val;

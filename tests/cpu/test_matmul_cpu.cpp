@@ -409,6 +409,7 @@ TEST(CpuMatmul, BlockingTuningDoesNotChangeResults) {
         t.gemv_fma_group_rows = v == 0 ? 1 : v == 1 ? 4 : 6;
         t.gemv_prefetch_min_m = 1;
         t.gemv_prefetch_l2 = v == 1 ? 0 : 1;  // prefetcht0 and prefetcht1 paths
+        t.gemv_prefetch_short_k_max_m = v == 1 ? 0 : 64;  // M = 8 / 40 with and without
         t.gemm_kc = v == 0 ? 32 : v == 1 ? 512 : 4096;
         t.gemm_nc = v == 0 ? 32 : v == 1 ? 128 : 256;
         t.gemm_mc = v == 0 ? 32 : v == 1 ? 512 : 64;

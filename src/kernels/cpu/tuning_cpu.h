@@ -162,6 +162,13 @@ struct CpuTuning {
   std::int64_t gemv_prefetch_min_m = 1;
   std::int64_t gemv_prefetch_max_m = 6;
   std::int64_t gemv_prefetch_l2 = 1;
+  // The vdpbf16ps dot also prefetches up to gemv_prefetch_short_k_max_m virtual rows (M x pieces)
+  // where K <= gemv_prefetch_short_k: there (K = 2560: rows of 1280 bytes) it gained 7-22% at
+  // M = 7..12 and 2-10% at 13 / 14, lost at 15 / 16 and at fp16 M = 8 / 12 (16 / 24 virtual rows);
+  // at K = 9728 / 14336 it costs M = 8 / 16 14-19% (Zen 4, both in one process, cold, 2 threads;
+  // docs/perf-cpu.md 41).
+  std::int64_t gemv_prefetch_short_k = 4096;
+  std::int64_t gemv_prefetch_short_k_max_m = 14;
   // AMX GEMV (gemv_nvfp4_amx.cpp), where AMX is granted: taken for the M (1..16) whose bit (M-1)
   // is set, any dtype, before the gemv_max_m test. Measured (lead, Emerald Rapids, 2 cores pinned,
   // cold, N=4096 K=14336 bf16, cpu_paths_bench, us median, multiply/convert decode, n_tiles 2):
