@@ -529,7 +529,8 @@ bool gemv_run(const MatmulArgs& a) {
   const std::int64_t mv = m * P;
   Ctx g{&a, nullptr, nullptr, k / kChunk, 0, 0, make_consts(), 0, tune.gemv_prefetch_l2 != 0};
   // Prefetch window by real activation rows (the weight stream is the same for any P).
-  // Short weight rows: up to more rows, counted as virtual rows (fp16 M = 8, 16 of them, lost with it).
+  // On short weight rows the vdpbf16ps dot prefetches up to more rows, these counted as virtual
+  // rows: fp16 M = 8 (16 virtual rows) lost with it where bf16 M = 8 gained (tuning_cpu.h).
   const bool short_k = !fma && k <= tune.gemv_prefetch_short_k && mv <= tune.gemv_prefetch_short_k_max_m;
   g.pf = m >= tune.gemv_prefetch_min_m && (m <= tune.gemv_prefetch_max_m || short_k)
              ? (fma ? tune.gemv_fma_prefetch_tiles : tune.gemv_prefetch_tiles)
