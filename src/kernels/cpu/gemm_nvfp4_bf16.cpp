@@ -207,9 +207,7 @@ bool gemm_nvfp4_bf16(const MatmulArgs& a, Bf16Kernel kind) {
       if (avx512f_supported()) done = decode_panel_avx512(a, n0, cols, nc, k0, kc, pairs);
 #endif
       decode_panel_scalar(a, n0, cols, nc, k0, kc, done, pairs);
-      // The task's next slice into L2 while the microkernel runs on this one.
-      if (tune.gemm_prefetch != 0 && k0 + kc < k)
-        for (std::int64_t c = 0; c < cols; ++c) prefetch_row_slice<2>(a, n0 + c, k0 + kc, std::min(k0 + kc + kcmax, k));
+      if (tune.gemm_prefetch != 0) prefetch_next_slice_l2(a, n0, cols, k0 + kc, kcmax);
       ukernel(xa.get() + m0 * kpad + k0, kpad, bp.get(), nc, kc, cacc.get(), nc, rows_pad);
     }
     // Per output: its pieces smallest first (as gemv_store_pieces), then the tensor scale once.

@@ -183,6 +183,7 @@ void GemmImpl(const MatmulArgs& a) {
   parallel_for(m, [&](std::int64_t mi) { load_x_row_f32(a, mi, xf.get() + mi * k); });
 
   const float* stab = e4m3_abs_table();
+  const bool prefetch = tune.gemm_prefetch != 0;  // a local: the panel stores may alias the table
   float lut[16];
   for (int c = 0; c < 16; ++c) lut[c] = e2m1_to_float(static_cast<std::uint8_t>(c));
   parallel_for(mblocks * nblocks, [&](std::int64_t t) {
@@ -209,7 +210,7 @@ void GemmImpl(const MatmulArgs& a) {
         }
         for (std::int64_t b = 0; b < kc / kBlockSize; ++b) {
           // The next group's rows into L1, spread over this group's blocks (gemm_prefetch).
-          if (tune.gemm_prefetch != 0)
+          if (prefetch)
             for (std::int64_t c = cg + NR + b; c < std::min(cg + 2 * NR, cols); c += kc / kBlockSize)
               prefetch_row_slice<3>(a, n0 + c, k0, k0 + kc);
           float sc[kMaxNR];
@@ -238,9 +239,7 @@ void GemmImpl(const MatmulArgs& a) {
           }
         }
       }
-      // The task's next slice into L2 while the microkernel runs on this one.
-      if (tune.gemm_prefetch != 0 && k0 + kc < k)
-        for (std::int64_t c = 0; c < cols; ++c) prefetch_row_slice<2>(a, n0 + c, k0 + kc, std::min(k0 + kc + kcmax, k));
+      if (prefetch) prefetch_next_slice_l2(a, n0, cols, k0 + kc, kcmax);
       for (std::int64_t i = 0; i < rows; i += kMR) {
         const int r = static_cast<int>(std::min<std::int64_t>(kMR, rows - i));
         for (std::int64_t sub = 0; sub < nc / NR; ++sub)

@@ -7,6 +7,7 @@
 // missing activations counting as zero; y [m, n] with row stride y_stride, dtype of x.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -141,6 +142,13 @@ inline void prefetch_row_slice(const MatmulArgs& a, std::int64_t row, std::int64
   prefetch_line<Locality>(srow + (kend - 1) / kBlockSize);
   const std::uint8_t* prow = a.packed + row * (a.k / 2);
   for (std::int64_t kk = k0; kk < kend; kk += 128) prefetch_line<Locality>(prow + kk / 2);
+}
+// The GEMM drivers' next KC slice, k in [k1, k1 + kc) clipped to K, of weight rows [n0, n0 + cols)
+// into L2 while the microkernel runs on the current one (nothing when k1 is past K).
+inline void prefetch_next_slice_l2(const MatmulArgs& a, std::int64_t n0, std::int64_t cols, std::int64_t k1,
+                                   std::int64_t kc) {
+  if (k1 >= a.k) return;
+  for (std::int64_t c = 0; c < cols; ++c) prefetch_row_slice<2>(a, n0 + c, k1, std::min(k1 + kc, a.k));
 }
 
 // ---- shared scalar helpers (exact) -------------------------------------------------------
