@@ -24,10 +24,18 @@ const char* kBuckets[] = {"n_small/k_small", "n_small/k_mid", "n_small/k_large",
                           "n_mid/k_small",   "n_mid/k_mid",   "n_mid/k_large",
                           "n_large/k_small", "n_large/k_mid", "n_large/k_large"};
 
-// Exact classes: Llama-3-8B decode (q/k/v/o N=1024..4096 K=4096, fused qkv 6144x4096, gate/up
-// 14336x4096, fused gate+up 28672x4096, down 4096x14336, lm_head 128256x4096).
-const std::int64_t kExact[][2] = {{1024, 4096},  {4096, 4096},  {6144, 4096},  {14336, 4096},
-                                  {28672, 4096}, {4096, 14336}, {128256, 4096}};
+// Exact classes: the decode shapes (q/k/v/o, fused qkv, gate/up, fused gate+up, down, lm_head)
+// of the built-in models (models/*.json): Llama-3-8B (K = 4096 / 14336), Llama-3-70B (K = 8192 /
+// 28672), Qwen3-32B (K = 5120 / 8192 / 25600), Qwen3-4B (K = 2560 / 4096 / 9728). Why per shape:
+// the buckets' entries were tuned at one representative each, and on 2026-12-04 the exact entries
+// of the last three models made their decode 13-30% faster than the buckets' tiles (kBuiltin).
+// 151936 x 2560 (Qwen3-4B's lm_head) is n_large/k_mid's representative, tuned there.
+const std::int64_t kExact[][2] = {
+    {1024, 4096},  {4096, 4096},  {6144, 4096},  {14336, 4096},  {28672, 4096},  {4096, 14336}, {128256, 4096},
+    {1024, 8192},  {8192, 8192},  {10240, 8192}, {28672, 8192},  {57344, 8192},  {8192, 28672}, {128256, 8192},
+    {1024, 5120},  {8192, 5120},  {10240, 5120}, {5120, 8192},   {25600, 5120},  {51200, 5120}, {5120, 25600},
+    {151936, 5120}, {1024, 2560}, {4096, 2560},  {6144, 2560},   {2560, 4096},   {9728, 2560},  {19456, 2560},
+    {2560, 9728}};
 
 // A repacked tile with which the opt-in overlapped (PDL) launch measured more than 2% slower
 // than the plain one: the request is not honoured for that class (tuning_sm90.h, overlap_ok).
@@ -129,6 +137,74 @@ const GemvTableEntry kBuiltin[] = {
     {90, "exact/6144x4096", no_overlap({16, 8, 8}), 7.57, GemvLayout::kRepacked, 16},         // 6144 x 4096
     {90, "exact/14336x4096", no_overlap({16, 4, 4}), 13.64, GemvLayout::kRepacked, 16},       // 14336 x 4096
     {90, "exact/128256x4096", {32, 1, 1}, 95.33, GemvLayout::kRepacked, 16},                 // 128256 x 4096
+    // The decode shapes of Llama-3-70B, Qwen3-32B and Qwen3-4B (repacked layout, M <= 8, M = 9..16
+    // and their early-weights entries): `nvfp4 tune --layout repacked --shapes exact/...
+    // --decode-model <model> --decode-layers 8 (Qwen3-4B: 36) --verify-batches 1 16` on an H200,
+    // 2026-12-04 04:37-04:41 UTC, commit 04f6bd7 (M = 1 / 16 bf16, rotated weights, graph medians,
+    // us; bench/results/cuda-2026-12-04-h200-tuning-{llama-3-70b,llama-3-70b-fused,qwen3-32b,
+    // qwen3-4b}-04f6bd7.json). Before, these shapes took the buckets' tiles; the tuner's A/B of
+    // its table against this table's buckets, in each model's decode replay (B/A - 1, 95% CI):
+    // Llama-3-70B B = 1 -30.17% [-30.47, -29.96], B = 16 -24.39%; Qwen3-32B -12.95% / -15.88%;
+    // Qwen3-4B -14.70% / -22.87%. (The bucket n_mid/k_mid, tuned at 28672 x 4096, put 8192 x 8192
+    // on 4-warp blocks: 256 blocks, a quarter of the warps the GPU holds.) The fused 70B shapes
+    // were tuned the same way; their A/B ran the unfused replay (no difference, as it must be).
+    // Llama-3-70B (8 of 80 layers in the check):
+    {90, "exact/8192x8192", {16, 16, 8}, 11.02, GemvLayout::kRepacked, 8},                  // q / o
+    {90, "exact/8192x8192", {16, 16, 8}, 10.09, GemvLayout::kRepacked, 8, true},
+    {90, "exact/8192x8192", {32, 8, 8}, 14.25, GemvLayout::kRepacked, 16},
+    {90, "exact/1024x8192", no_overlap({16, 16, 16}), 4.68, GemvLayout::kRepacked, 8},      // k / v
+    {90, "exact/1024x8192", {16, 16, 16}, 3.77, GemvLayout::kRepacked, 8, true},
+    {90, "exact/1024x8192", no_overlap({16, 16, 16}), 6.21, GemvLayout::kRepacked, 16},
+    {90, "exact/1024x8192", {16, 16, 16}, 5.39, GemvLayout::kRepacked, 16, true},
+    {90, "exact/10240x8192", no_overlap({16, 4, 4}), 14.73, GemvLayout::kRepacked, 8},      // fused qkv
+    {90, "exact/10240x8192", no_overlap({16, 4, 4}), 18.33, GemvLayout::kRepacked, 16},
+    {90, "exact/28672x8192", no_overlap({16, 4, 2}), 33.67, GemvLayout::kRepacked, 8},      // gate / up
+    {90, "exact/28672x8192", {16, 4, 4}, 32.92, GemvLayout::kRepacked, 8, true},
+    {90, "exact/28672x8192", no_overlap({32, 8, 2}), 42.37, GemvLayout::kRepacked, 16},
+    {90, "exact/57344x8192", no_overlap({16, 1, 1}), 63.88, GemvLayout::kRepacked, 8},      // fused gate+up
+    {90, "exact/57344x8192", no_overlap({32, 8, 1}), 81.38, GemvLayout::kRepacked, 16},
+    {90, "exact/8192x28672", {16, 8, 8}, 32.10, GemvLayout::kRepacked, 8},                  // down
+    {90, "exact/8192x28672", {16, 16, 8}, 31.46, GemvLayout::kRepacked, 8, true},  // decode check: -0.82%
+    {90, "exact/8192x28672", {32, 8, 8}, 38.38, GemvLayout::kRepacked, 16},
+    {90, "exact/128256x8192", {16, 1, 1}, 136.89, GemvLayout::kRepacked, 8},                // lm_head
+    {90, "exact/128256x8192", no_overlap({32, 1, 1}), 175.50, GemvLayout::kRepacked, 16},
+    // Qwen3-32B (8 of 64 layers):
+    {90, "exact/8192x5120", {16, 16, 8}, 7.45, GemvLayout::kRepacked, 8},                   // q
+    {90, "exact/8192x5120", {16, 16, 8}, 6.83, GemvLayout::kRepacked, 8, true},
+    {90, "exact/8192x5120", {32, 8, 8}, 10.17, GemvLayout::kRepacked, 16},
+    {90, "exact/1024x5120", {16, 16, 16}, 3.99, GemvLayout::kRepacked, 8},                  // k / v
+    {90, "exact/1024x5120", {16, 16, 16}, 3.12, GemvLayout::kRepacked, 8, true},
+    {90, "exact/1024x5120", no_overlap({16, 16, 16}), 5.16, GemvLayout::kRepacked, 16},
+    {90, "exact/1024x5120", {16, 16, 16}, 4.80, GemvLayout::kRepacked, 16, true},
+    {90, "exact/5120x8192", no_overlap({16, 8, 8}), 8.96, GemvLayout::kRepacked, 8},        // o
+    {90, "exact/5120x8192", no_overlap({16, 8, 8}), 11.68, GemvLayout::kRepacked, 16},
+    {90, "exact/25600x5120", no_overlap({16, 4, 2}), 20.29, GemvLayout::kRepacked, 8},      // gate / up
+    {90, "exact/25600x5120", {16, 4, 4}, 19.85, GemvLayout::kRepacked, 8, true},
+    {90, "exact/25600x5120", no_overlap({16, 2, 2}), 27.45, GemvLayout::kRepacked, 16},
+    {90, "exact/5120x25600", no_overlap({16, 8, 8}), 21.42, GemvLayout::kRepacked, 8},      // down
+    {90, "exact/5120x25600", no_overlap({16, 8, 8}), 29.58, GemvLayout::kRepacked, 16},
+    {90, "exact/151936x5120", {16, 4, 4}, 105.18, GemvLayout::kRepacked, 8},                // lm_head
+    {90, "exact/151936x5120", no_overlap({16, 2, 2}), 141.40, GemvLayout::kRepacked, 16},
+    // Qwen3-4B (all 36 layers; its lm_head is the n_large/k_mid bucket's shape):
+    {90, "exact/4096x2560", {16, 16, 16}, 3.36, GemvLayout::kRepacked, 8},                  // q
+    {90, "exact/4096x2560", {16, 16, 16}, 3.36, GemvLayout::kRepacked, 8, true},  // decode check: -1.57%
+    {90, "exact/4096x2560", {16, 16, 16}, 4.64, GemvLayout::kRepacked, 16},
+    {90, "exact/4096x2560", {16, 16, 16}, 4.49, GemvLayout::kRepacked, 16, true},
+    {90, "exact/1024x2560", {16, 16, 16}, 2.85, GemvLayout::kRepacked, 8},                  // k / v
+    {90, "exact/1024x2560", {16, 16, 16}, 2.25, GemvLayout::kRepacked, 8, true},
+    {90, "exact/1024x2560", {16, 16, 16}, 3.83, GemvLayout::kRepacked, 16},
+    {90, "exact/1024x2560", {16, 16, 16}, 3.39, GemvLayout::kRepacked, 16, true},
+    {90, "exact/2560x4096", {16, 16, 16}, 3.78, GemvLayout::kRepacked, 8},                  // o
+    {90, "exact/2560x4096", {16, 16, 16}, 3.30, GemvLayout::kRepacked, 8, true},
+    {90, "exact/2560x4096", {16, 16, 16}, 5.91, GemvLayout::kRepacked, 16},
+    {90, "exact/2560x4096", {16, 16, 16}, 4.84, GemvLayout::kRepacked, 16, true},
+    {90, "exact/9728x2560", no_overlap({16, 4, 4}), 6.15, GemvLayout::kRepacked, 8},        // gate / up
+    {90, "exact/9728x2560", {16, 16, 4}, 6.02, GemvLayout::kRepacked, 8, true},
+    {90, "exact/9728x2560", no_overlap({16, 4, 4}), 8.12, GemvLayout::kRepacked, 16},
+    {90, "exact/2560x9728", {16, 16, 16}, 6.51, GemvLayout::kRepacked, 8},                  // down
+    {90, "exact/2560x9728", {16, 16, 16}, 6.01, GemvLayout::kRepacked, 8, true},
+    {90, "exact/2560x9728", {32, 16, 16}, 9.32, GemvLayout::kRepacked, 16},
+    {90, "exact/2560x9728", {16, 16, 16}, 8.73, GemvLayout::kRepacked, 16, true},
 };
 
 std::mutex g_mu;

@@ -57,8 +57,8 @@ bool gemv_class_known(const std::string& cls);
 // whose K is not a multiple of 16 (no NVFP4 weight has that K). The table reader and `nvfp4 tune`
 // both refuse such a name, with this text.
 std::string gemv_class_problem(const std::string& cls);
-// The tuner's classes: the 9 buckets, then the exact decode shapes of Llama-3-8B (q/k/v/o,
-// fused qkv, gate/up, fused gate+up, down, lm_head; K = 4096 or 14336).
+// The tuner's classes: the 9 buckets, then the exact decode shapes of the built-in models
+// (Llama-3-8B / 70B, Qwen3-32B / 4B: q/k/v/o, fused qkv, gate/up, fused gate+up, down, lm_head).
 std::vector<std::string> gemv_shape_classes();
 // A representative (N, K) for each class, used by the autotuner (exact: that shape).
 void gemv_class_representative(const std::string& cls, std::int64_t* n, std::int64_t* k);
