@@ -205,6 +205,24 @@ const GemvTableEntry kBuiltin[] = {
     {90, "exact/2560x9728", {16, 16, 16}, 6.01, GemvLayout::kRepacked, 8, true},
     {90, "exact/2560x9728", {32, 16, 16}, 9.32, GemvLayout::kRepacked, 16},
     {90, "exact/2560x9728", {16, 16, 16}, 8.73, GemvLayout::kRepacked, 16, true},
+    // The fused Qwen shapes (qkv, gate+up), tuned after the entries above went in: `nvfp4 tune
+    // --layout repacked --shapes exact/10240x5120 exact/51200x5120 exact/6144x2560
+    // exact/19456x2560 --decode-model none --no-verify` on an H200, 2026-12-04 04:53 UTC, commit
+    // e5704f2 (bench/results/cuda-2026-12-04-h200-tuning-qwen3-fused-e5704f2.json). In the fused
+    // decode replays, this table (B, through NVFP4_CUDA_TUNING) against e5704f2's built-in one
+    // (`nvfp4 compare`, same call): Qwen3-32B B = 1 -8.61%, B = 16 -10.45%; Qwen3-4B B = 1
+    // -12.70%, B = 16 -1.27%.
+    {90, "exact/10240x5120", no_overlap({16, 4, 4}), 9.97, GemvLayout::kRepacked, 8},       // 32B fused qkv
+    {90, "exact/10240x5120", no_overlap({16, 4, 4}), 12.71, GemvLayout::kRepacked, 16},
+    {90, "exact/51200x5120", no_overlap({16, 1, 1}), 38.06, GemvLayout::kRepacked, 8},      // 32B fused gate+up
+    {90, "exact/51200x5120", no_overlap({16, 1, 1}), 49.09, GemvLayout::kRepacked, 16},
+    {90, "exact/6144x2560", {16, 8, 8}, 4.59, GemvLayout::kRepacked, 8},                    // 4B fused qkv
+    {90, "exact/6144x2560", {16, 8, 8}, 3.99, GemvLayout::kRepacked, 8, true},
+    {90, "exact/6144x2560", no_overlap({16, 8, 8}), 6.00, GemvLayout::kRepacked, 16},
+    {90, "exact/6144x2560", {16, 8, 8}, 5.84, GemvLayout::kRepacked, 16, true},
+    {90, "exact/19456x2560", {32, 4, 4}, 9.82, GemvLayout::kRepacked, 8},                   // 4B fused gate+up
+    {90, "exact/19456x2560", {32, 4, 4}, 8.72, GemvLayout::kRepacked, 8, true},
+    {90, "exact/19456x2560", no_overlap({16, 4, 2}), 13.51, GemvLayout::kRepacked, 16},
 };
 
 std::mutex g_mu;
