@@ -38,6 +38,7 @@ struct TuneArgs {
   int decode_rounds = 10;
   std::vector<int> verify_batches = {1, 16};  // the written table against the built-in one, per B
   bool no_verify = false;
+  bool model_shapes = false;  // the classes: the exact decode shapes of decode_model (unfused and fused)
 };
 
 // Written atomically (a failed write never leaves a partial table); a symlink, device or pipe
@@ -57,6 +58,32 @@ bench::WorkloadArgs decode_workload(const TuneArgs& a, std::int64_t batch) {
   w.mode = "decode";
   w.batch = batch;
   return w;
+}
+
+// --model-shapes: the exact classes of decode_model's decode linears, unfused and fused (q/k/v
+// and gate/up as one matmul each), lm_head included, in replay order without repeats. Why: the
+// buckets' entries were tuned at one shape each; on an H200 the exact entries of Llama-3-70B,
+// Qwen3-32B and Qwen3-4B made their decode 13-30% faster than the buckets' tiles (docs/perf-cuda.md 61).
+std::vector<std::string> model_classes(const TuneArgs& a) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (const bool fuse : {false, true}) {
+    bench::WorkloadArgs w = decode_workload(a, 1);
+    w.fuse = fuse;
+    for (const auto& l : bench::replay_linears(w.options(bench::ReplayMode::kDecode)))
+      if (seen.insert(cuda::gemv_exact_class(l.n, l.k)).second) out.push_back(cuda::gemv_exact_class(l.n, l.k));
+  }
+  return out;
+}
+
+// The entry a repacked M = 1 decode call of this class looks up in the built-in table (cc 90):
+// its own exact class, or the bucket that serves it.
+std::string builtin_class_for(const std::string& cls) {
+  std::int64_t n = 0, k = 0;
+  cuda::gemv_class_representative(cls, &n, &k);
+  const auto table = cuda::gemv_builtin_table();
+  const auto* e = cuda::gemv_find_entry(table, 90, n, k, cuda::GemvLayout::kRepacked, 1, false);
+  return e ? e->cls : std::string("none (the rule of thumb)");
 }
 
 // That decode under tuning table A against table B, each read by a child process through
@@ -151,6 +178,24 @@ std::string verify_against_builtin(const std::vector<cuda::GemvTableEntry>& tabl
 }
 
 void run_tune(const TuneArgs& a) {
+  if (a.model_shapes && a.decode_model == "none")
+    fail("tune", "--model-shapes tunes the decode shapes of --decode-model; it cannot be 'none'");
+  if (a.model_shapes && !a.shapes.empty())
+    fail("tune", "--model-shapes and --shapes both name the classes to tune; give one of them");
+  if (a.model_shapes && a.list) {  // which of the model's shapes the built-in table knows (no GPU needed)
+    for (const auto& c : model_classes(a)) {
+      const std::string b = builtin_class_for(c);
+      std::string where = b == c ? "its own" : "bucket " + b;
+      if (b != c && cuda::gemv_class_known(b) && b.rfind("exact/", 0) != 0) {
+        std::int64_t rn = 0, rk = 0, n = 0, k = 0;
+        cuda::gemv_class_representative(b, &rn, &rk);
+        cuda::gemv_class_representative(c, &n, &k);
+        where += rn == n && rk == k ? ", tuned at this shape" : ", tuned at " + std::to_string(rn) + "x" + std::to_string(rk);
+      }
+      std::printf("%-20s built-in repacked entry: %s\n", c.c_str(), where.c_str());
+    }
+    return;
+  }
   if (a.list) {
     for (const auto& c : cuda::gemv_shape_classes()) {
       std::int64_t n = 0, k = 0;
@@ -179,7 +224,7 @@ void run_tune(const TuneArgs& a) {
   if (!cuda::compiled()) fail("tune", "no CUDA backend in this build of nvfp4 (configure with nvcc on PATH)");
   if (!cuda::available()) fail("tune", "no CUDA backend usable here: " + cuda::unavailable_reason());
   cuda::TuneOptions opts;
-  opts.classes = a.shapes;
+  opts.classes = a.model_shapes ? model_classes(a) : a.shapes;
   opts.reps = a.reps;
   opts.layouts = layouts;
   std::vector<cuda::GemvTableEntry> rejected;
@@ -228,6 +273,10 @@ void add_tune_command(CLI::App& app) {
                   "repacked: A/B the finished table against the built-in one in that model's decode replay at these "
                   "batches (1..16; default 1 16) and write the verdicts into the table's comment");
   sub->add_flag("--no-verify", args->no_verify, "skip that A/B against the built-in table");
+  sub->add_flag("--model-shapes", args->model_shapes,
+                "tune the exact decode shapes of --decode-model (unfused and fused, lm_head included) instead of "
+                "--shapes; with --list, show which of them the built-in table has entries for (the rest run a bucket's "
+                "tile, tuned at another shape)");
   sub->callback([args] { run_tune(*args); });
 }
 

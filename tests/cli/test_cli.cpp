@@ -356,6 +356,8 @@ TEST(Cli, FailuresExitNonZeroAndLeaveNothing) {
        "--verify-batches takes decode batches of 1..16", 1},
       {"tune --decode-rounds 1 --out " + d / "t2.json", d / "t2.json", "--decode-rounds must be >= 2", 1},
       {"tune --shapes exact/16x15 --out " + d / "t3.json", d / "t3.json", "K = 15 is not a multiple of 16", 1},
+      {"tune --model-shapes --decode-model none --out " + d / "t4.json", d / "t4.json", "it cannot be 'none'", 1},
+      {"tune --model-shapes --shapes exact/16x16 --out " + d / "t5.json", d / "t5.json", "give one of them", 1},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.args);
@@ -386,6 +388,24 @@ TEST(Cli, FailuresExitNonZeroAndLeaveNothing) {
                                  "--no-dense --json /dev/stdout | cat)", d.path());
     EXPECT_NE(r.out.find("\"shapes\""), std::string::npos) << r.out << r.err;
     EXPECT_TRUE(fs::is_symlink("/dev/stdout"));
+  }
+  // `tune --model-shapes --list` (no GPU needed): a model's decode shapes, unfused and fused, each
+  // with the built-in entry it runs. Qwen3-4B's have their own since 2026-12-04, but its lm_head
+  // (151936 x 2560) is the n_large/k_mid bucket's own shape; Qwen3.5-4B-like's gate / up
+  // (9216 x 2560) has no entry of its own.
+  {
+    const auto r = nvfp4("tune --model-shapes --decode-model qwen3-4b --list", d);
+    EXPECT_EQ(r.rc, 0) << r.err;
+    for (const char* c : {"exact/4096x2560 ", "exact/1024x2560 ", "exact/2560x4096 ", "exact/9728x2560 ",
+                          "exact/2560x9728 ", "exact/6144x2560 ", "exact/19456x2560 "})
+      EXPECT_NE(r.out.find(std::string(c)), std::string::npos) << c << "\n" << r.out;
+    EXPECT_NE(r.out.find("exact/9728x2560      built-in repacked entry: its own"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("exact/151936x2560    built-in repacked entry: bucket n_large/k_mid, tuned at this shape"),
+              std::string::npos) << r.out;
+    const auto r2 = nvfp4("tune --model-shapes --decode-model qwen3.5-4b-like --list", d);
+    EXPECT_EQ(r2.rc, 0) << r2.err;
+    EXPECT_NE(r2.out.find("exact/9216x2560      built-in repacked entry: bucket n_mid/k_mid, tuned at 28672x4096"),
+              std::string::npos) << r2.out;
   }
   // A checkpoint written through a symlink replaces the link's target, and the link stays.
   {
