@@ -98,9 +98,11 @@ TEST(CudaTuning, ExactClassesAndRepackedLayout) {
   // Every exact class the built-in table holds is a tuner class, so `nvfp4 tune` (all classes)
   // re-tunes each of them on another GPU (the built-in entries of Llama-3-70B, Qwen3-32B and
   // Qwen3-4B of 2026-12-04 included).
-  for (const auto& e : cuda::gemv_builtin_table())
-    if (e.cls.rfind("exact/", 0) == 0)
+  for (const auto& e : cuda::gemv_builtin_table()) {
+    if (e.cls.rfind("exact/", 0) == 0) {
       EXPECT_NE(std::find(classes.begin(), classes.end(), e.cls), classes.end()) << e.cls << " is not a tuner class";
+    }
+  }
   std::int64_t n = 0, k = 0;
   cuda::gemv_class_representative("exact/6144x4096", &n, &k);
   EXPECT_EQ(n, 6144);
