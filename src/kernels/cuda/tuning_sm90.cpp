@@ -140,7 +140,7 @@ const GemvTableEntry kBuiltin[] = {
     // The decode shapes of Llama-3-70B, Qwen3-32B and Qwen3-4B (repacked layout, M <= 8, M = 9..16
     // and their early-weights entries): `nvfp4 tune --layout repacked --shapes exact/...
     // --decode-model <model> --decode-layers 8 (Qwen3-4B: 36) --verify-batches 1 16` on an H200,
-    // 2026-12-04 04:37-04:41 UTC, commit 04f6bd7 (M = 1 / 16 bf16, rotated weights, graph medians,
+    // 2026-12-04 04:37-04:39 UTC, commit 04f6bd7 (M = 1 / 16 bf16, rotated weights, graph medians,
     // us; bench/results/cuda-2026-12-04-h200-tuning-{llama-3-70b,llama-3-70b-fused,qwen3-32b,
     // qwen3-4b}-04f6bd7.json). Before, these shapes took the buckets' tiles; the tuner's A/B of
     // its table against this table's buckets, in each model's decode replay (B/A - 1, 95% CI):
@@ -207,7 +207,7 @@ const GemvTableEntry kBuiltin[] = {
     {90, "exact/2560x9728", {16, 16, 16}, 8.73, GemvLayout::kRepacked, 16, true},
     // The fused Qwen shapes (qkv, gate+up), tuned after the entries above went in: `nvfp4 tune
     // --layout repacked --shapes exact/10240x5120 exact/51200x5120 exact/6144x2560
-    // exact/19456x2560 --decode-model none --no-verify` on an H200, 2026-12-04 04:53 UTC, commit
+    // exact/19456x2560 --decode-model none --no-verify` on an H200, 2026-12-04 04:46 UTC, commit
     // e5704f2 (bench/results/cuda-2026-12-04-h200-tuning-qwen3-fused-e5704f2.json). In the fused
     // decode replays, this table (B, through NVFP4_CUDA_TUNING) against e5704f2's built-in one
     // (`nvfp4 compare`, same call): Qwen3-32B B = 1 -8.61%, B = 16 -10.45%; Qwen3-4B B = 1
