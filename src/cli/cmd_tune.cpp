@@ -69,6 +69,7 @@ std::vector<std::string> model_classes(const TuneArgs& a) {
   std::set<std::string> seen;
   for (const bool fuse : {false, true}) {
     bench::WorkloadArgs w = decode_workload(a, 1);
+    w.layers = 1;  // every layer has the same shapes (a model with fewer than --decode-layers layers works too)
     w.fuse = fuse;
     for (const auto& l : bench::replay_linears(w.options(bench::ReplayMode::kDecode)))
       if (seen.insert(cuda::gemv_exact_class(l.n, l.k)).second) out.push_back(cuda::gemv_exact_class(l.n, l.k));

@@ -391,8 +391,8 @@ TEST(Cli, FailuresExitNonZeroAndLeaveNothing) {
   }
   // `tune --model-shapes --list` (no GPU needed): a model's decode shapes, unfused and fused, each
   // with the built-in entry it runs. Qwen3-4B's have their own since 2026-12-04, but its lm_head
-  // (151936 x 2560) is the n_large/k_mid bucket's own shape; Qwen3.5-4B-like's gate / up
-  // (9216 x 2560) has no entry of its own.
+  // (151936 x 2560) is the n_large/k_mid bucket's own shape; a model the table does not know
+  // (hidden 3072, intermediate 8192) runs its gate / up (8192 x 3072) on a bucket tuned elsewhere.
   {
     const auto r = nvfp4("tune --model-shapes --decode-model qwen3-4b --list", d);
     EXPECT_EQ(r.rc, 0) << r.err;
@@ -402,9 +402,13 @@ TEST(Cli, FailuresExitNonZeroAndLeaveNothing) {
     EXPECT_NE(r.out.find("exact/9728x2560      built-in repacked entry: its own"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("exact/151936x2560    built-in repacked entry: bucket n_large/k_mid, tuned at this shape"),
               std::string::npos) << r.out;
-    const auto r2 = nvfp4("tune --model-shapes --decode-model qwen3.5-4b-like --list", d);
+    test::write_bytes(d / "small.json",
+                      R"({"name": "small", "hidden_size": 3072, "intermediate_size": 8192, "num_attention_heads": 24,
+                          "num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 2, "vocab_size": 32000,
+                          "tie_word_embeddings": false})");
+    const auto r2 = nvfp4("tune --model-shapes --decode-model " + d / "small.json" + " --list", d);
     EXPECT_EQ(r2.rc, 0) << r2.err;
-    EXPECT_NE(r2.out.find("exact/9216x2560      built-in repacked entry: bucket n_mid/k_mid, tuned at 28672x4096"),
+    EXPECT_NE(r2.out.find("exact/8192x3072      built-in repacked entry: bucket n_mid/k_mid, tuned at 28672x4096"),
               std::string::npos) << r2.out;
   }
   // A checkpoint written through a symlink replaces the link's target, and the link stays.

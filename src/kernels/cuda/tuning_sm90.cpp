@@ -26,16 +26,17 @@ const char* kBuckets[] = {"n_small/k_small", "n_small/k_mid", "n_small/k_large",
 
 // Exact classes: the decode shapes (q/k/v/o, fused qkv, gate/up, fused gate+up, down, lm_head)
 // of the built-in models (models/*.json): Llama-3-8B (K = 4096 / 14336), Llama-3-70B (K = 8192 /
-// 28672), Qwen3-32B (K = 5120 / 8192 / 25600), Qwen3-4B (K = 2560 / 4096 / 9728). Why per shape:
-// the buckets' entries were tuned at one representative each, and on 2026-12-04 the exact entries
-// of the last three models made their decode 13-30% faster than the buckets' tiles (kBuiltin).
+// 28672), Qwen3-32B (K = 5120 / 8192 / 25600), Qwen3-4B (K = 2560 / 4096 / 9728), Qwen3.5-4B-like
+// (its own: 9216 / 18432 x 2560, 2560 x 9216, 248320 x 2560). Why per shape: the buckets'
+// entries were tuned at one representative each, and on 2026-12-04 the exact entries of the
+// last four models made their decode 13-30% faster than the buckets' tiles (kBuiltin).
 // 151936 x 2560 (Qwen3-4B's lm_head) is n_large/k_mid's representative, tuned there.
 const std::int64_t kExact[][2] = {
     {1024, 4096},  {4096, 4096},  {6144, 4096},  {14336, 4096},  {28672, 4096},  {4096, 14336}, {128256, 4096},
     {1024, 8192},  {8192, 8192},  {10240, 8192}, {28672, 8192},  {57344, 8192},  {8192, 28672}, {128256, 8192},
     {1024, 5120},  {8192, 5120},  {10240, 5120}, {5120, 8192},   {25600, 5120},  {51200, 5120}, {5120, 25600},
     {151936, 5120}, {1024, 2560}, {4096, 2560},  {6144, 2560},   {2560, 4096},   {9728, 2560},  {19456, 2560},
-    {2560, 9728}};
+    {2560, 9728},   {9216, 2560}, {2560, 9216},  {18432, 2560},  {248320, 2560}};
 
 // A repacked tile with which the opt-in overlapped (PDL) launch measured more than 2% slower
 // than the plain one: the request is not honoured for that class (tuning_sm90.h, overlap_ok).
@@ -223,6 +224,23 @@ const GemvTableEntry kBuiltin[] = {
     {90, "exact/19456x2560", {32, 4, 4}, 9.82, GemvLayout::kRepacked, 8},                   // 4B fused gate+up
     {90, "exact/19456x2560", {32, 4, 4}, 8.72, GemvLayout::kRepacked, 8, true},
     {90, "exact/19456x2560", no_overlap({16, 4, 2}), 13.51, GemvLayout::kRepacked, 16},
+    // Qwen3.5-4B-like's own shapes (the rest are Qwen3-4B's, above): `nvfp4 tune --layout repacked
+    // --model-shapes --decode-model qwen3.5-4b-like --decode-layers 32 --verify-batches 1 16` on an
+    // H200, 2026-12-04 05:05 UTC, commit dc5a5ed (bench/results/cuda-2026-12-04-h200-tuning-
+    // qwen3.5-4b-like-dc5a5ed.json): against dc5a5ed's built-in table in its decode, B = 1
+    // -12.72% [-13.30, -12.36], B = 16 -14.57%; fused decode -7.70% (`nvfp4 compare`, same call).
+    {90, "exact/9216x2560", no_overlap({16, 4, 4}), 6.08, GemvLayout::kRepacked, 8},        // gate / up
+    {90, "exact/9216x2560", {16, 16, 4}, 6.01, GemvLayout::kRepacked, 8, true},  // decode check: -1.99%
+    {90, "exact/9216x2560", no_overlap({16, 4, 4}), 8.04, GemvLayout::kRepacked, 16},
+    {90, "exact/2560x9216", {16, 16, 16}, 6.53, GemvLayout::kRepacked, 8},                  // down
+    {90, "exact/2560x9216", {16, 16, 16}, 6.09, GemvLayout::kRepacked, 8, true},
+    {90, "exact/2560x9216", {32, 16, 16}, 9.13, GemvLayout::kRepacked, 16},
+    {90, "exact/2560x9216", {16, 16, 16}, 8.45, GemvLayout::kRepacked, 16, true},
+    {90, "exact/18432x2560", {32, 4, 4}, 9.72, GemvLayout::kRepacked, 8},                   // fused gate+up
+    {90, "exact/18432x2560", {32, 4, 4}, 8.39, GemvLayout::kRepacked, 8, true},
+    {90, "exact/18432x2560", no_overlap({16, 2, 2}), 13.24, GemvLayout::kRepacked, 16},
+    {90, "exact/248320x2560", {16, 1, 1}, 87.10, GemvLayout::kRepacked, 8},                 // lm_head
+    {90, "exact/248320x2560", no_overlap({16, 1, 1}), 117.79, GemvLayout::kRepacked, 16},
 };
 
 std::mutex g_mu;
