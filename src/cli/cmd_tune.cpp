@@ -71,20 +71,27 @@ std::vector<std::string> model_classes(const TuneArgs& a) {
     bench::WorkloadArgs w = decode_workload(a, 1);
     w.layers = 1;  // every layer has the same shapes (a model with fewer than --decode-layers layers works too)
     w.fuse = fuse;
-    for (const auto& l : bench::replay_linears(w.options(bench::ReplayMode::kDecode)))
-      if (seen.insert(cuda::gemv_exact_class(l.n, l.k)).second) out.push_back(cuda::gemv_exact_class(l.n, l.k));
+    for (const auto& l : bench::replay_linears(w.options(bench::ReplayMode::kDecode))) {
+      std::string cls = cuda::gemv_exact_class(l.n, l.k);
+      if (seen.insert(cls).second) out.push_back(std::move(cls));
+    }
   }
   return out;
 }
 
-// The entry a repacked M = 1 decode call of this class looks up in the built-in table (cc 90):
-// its own exact class, or the bucket that serves it.
-std::string builtin_class_for(const std::string& cls) {
+// Which built-in entry a repacked M = 1 decode call of this exact class runs (cc 90): "its own",
+// "bucket B, tuned at this shape / at NxK", or the rule of thumb when no entry matches.
+std::string builtin_entry_for(const std::string& cls) {
   std::int64_t n = 0, k = 0;
   cuda::gemv_class_representative(cls, &n, &k);
-  const auto table = cuda::gemv_builtin_table();
+  static const auto table = cuda::gemv_builtin_table();
   const auto* e = cuda::gemv_find_entry(table, 90, n, k, cuda::GemvLayout::kRepacked, 1, false);
-  return e ? e->cls : std::string("none (the rule of thumb)");
+  if (!e) return "none (the rule of thumb)";
+  if (e->cls == cls) return "its own";
+  std::int64_t rn = 0, rk = 0;  // an exact lookup matches only its own shape, so e is a bucket
+  cuda::gemv_class_representative(e->cls, &rn, &rk);
+  return "bucket " + e->cls +
+         (rn == n && rk == k ? ", tuned at this shape" : ", tuned at " + std::to_string(rn) + "x" + std::to_string(rk));
 }
 
 // That decode under tuning table A against table B, each read by a child process through
@@ -184,17 +191,8 @@ void run_tune(const TuneArgs& a) {
   if (a.model_shapes && !a.shapes.empty())
     fail("tune", "--model-shapes and --shapes both name the classes to tune; give one of them");
   if (a.model_shapes && a.list) {  // which of the model's shapes the built-in table knows (no GPU needed)
-    for (const auto& c : model_classes(a)) {
-      const std::string b = builtin_class_for(c);
-      std::string where = b == c ? "its own" : "bucket " + b;
-      if (b != c && cuda::gemv_class_known(b) && b.rfind("exact/", 0) != 0) {
-        std::int64_t rn = 0, rk = 0, n = 0, k = 0;
-        cuda::gemv_class_representative(b, &rn, &rk);
-        cuda::gemv_class_representative(c, &n, &k);
-        where += rn == n && rk == k ? ", tuned at this shape" : ", tuned at " + std::to_string(rn) + "x" + std::to_string(rk);
-      }
-      std::printf("%-20s built-in repacked entry: %s\n", c.c_str(), where.c_str());
-    }
+    for (const auto& c : model_classes(a))
+      std::printf("%-20s built-in repacked entry: %s\n", c.c_str(), builtin_entry_for(c).c_str());
     return;
   }
   if (a.list) {
