@@ -13,8 +13,9 @@
 // block scale is one E4M3 byte, decoded with integer ops (no denormal operands, so the result
 // does not depend on DAZ/FTZ).
 //
-// x86 without AVX-512 (AVX2, SSE4, SSSE3) decodes through a byte table instead (GemvRowChunkLut),
-// with the activations in that decode's order.
+// x86 without AVX-512 decodes through byte tables instead, with the activations in that decode's
+// order: AVX2 to the codes' bf16 patterns (GemvRowChunkAvx2Bf16), SSE4 / SSSE3 to 2 * e2m1 as int8
+// (GemvRowChunkLut).
 //
 // Arithmetic per lane and block: p = sum_j e2m1_j * x_j (fp32 FMA, 16 terms), acc += p * |scale|
 // (the byte-table decode: the same with 2 e2m1_j and |scale| / 2 up to 3 rows, and from 4 rows
@@ -101,7 +102,9 @@ struct GemvCtx {
   const float* xp;        // permuted fp32 activations [m][k]
   std::int64_t L, chunk;  // lanes, elements per chunk (16L)
   std::int64_t nch;       // full chunks per row
-  const float* half_scale;  // byte-table decode: |E4M3 scale| / 2 of each scale byte (exact)
+  // Block scale of each scale byte (exact): |E4M3| / 2 for the int8 table (2 e2m1 codes), |E4M3|
+  // for the AVX2 bf16 decode.
+  const float* scale_tab;
 };
 
 // The register blocks are named variables (hwy_register_block.h): accumulator slot i = m * NR + r
@@ -268,6 +271,80 @@ HWY_INLINE void GemvRowChunkLut(const float* xc, std::int64_t k, std::int64_t, c
   }
 }
 #endif
+
+// AVX2 (256-bit x86 without AVX-512): the codes become fp32 without an int -> float conversion.
+// An E2M1 value's bf16 pattern is the top half of its fp32 pattern, and two 16-entry byte tables
+// (pshufb) give its low and high bytes; interleaving them makes 16-bit words (one unpack each way),
+// and a word w becomes the fp32 w << 16 (the low word of a dword: a shift) or w & 0xFFFF0000 (the
+// high word: a mask). Per 32 codes: 4 shuffles (2 pshufb, 2 unpacks) and 4 shift/mask ops, against
+// the int8 table's 2 pshufb + 2 byte shifts + 4 vpmovsxbd + 4 vcvtdq2ps; Intel client cores issue
+// shuffles on one port only. In a loop on the AVX2-only EPYC dev VM (family 25, 2026-12-07,
+// docs/perf-cpu.md 44) the M = 1 dot ran 1.3-1.4x faster than the int8 table's. The values are
+// the exact e2m1 (not 2 e2m1), so the block scale is the plain |scale| table.
+// Order of one 16-byte piece (two blocks, A = bytes 0..7, B = bytes 8..15): the low nibbles go to
+// the lower 128-bit lane, the high nibbles to the upper one; block A's two fp32 vectors then hold
+// elements {0,4,8,12 | 1,5,9,13} and {2,6,10,14 | 3,7,11,15} (lower | upper lane), block B the
+// same. GemvImpl permutes the activations into that order once per call (Avx2Bf16Order).
+// Position p (0..15) of a block in that order holds element Avx2Bf16Order(p).
+constexpr int Avx2Bf16Order(int p) { return 4 * (p % 4) + 2 * (p / 8) + (p / 4) % 2; }
+#undef NVFP4_GEMV_AVX2_BF16
+#if HWY_TARGET == HWY_AVX2
+#define NVFP4_GEMV_AVX2_BF16 1
+alignas(32) inline constexpr std::uint8_t kE2M1Bf16Lo[32] = {  // low byte of bf16(e2m1(code)), both lanes
+    0, 0, 0x80, 0xC0, 0, 0x40, 0x80, 0xC0, 0, 0, 0x80, 0xC0, 0, 0x40, 0x80, 0xC0,
+    0, 0, 0x80, 0xC0, 0, 0x40, 0x80, 0xC0, 0, 0, 0x80, 0xC0, 0, 0x40, 0x80, 0xC0};
+alignas(32) inline constexpr std::uint8_t kE2M1Bf16Hi[32] = {  // high byte (sign, exponent); -0 -> +0
+    0, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40, 0, 0xBF, 0xBF, 0xBF, 0xC0, 0xC0, 0xC0, 0xC0,
+    0, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40, 0, 0xBF, 0xBF, 0xBF, 0xC0, 0xC0, 0xC0, 0xC0};
+
+template <int MR, int NR, int R>
+HWY_INLINE void GemvRowChunkAvx2Bf16(const float* xc, std::int64_t k, const std::uint8_t* p, const std::uint8_t* sp,
+                                     const float* scale_tab, VF& acc0, VF& acc1, VF& acc2, VF& acc3, VF& acc4,
+                                     VF& acc5, VF& acc6, VF& acc7) {
+  const DF df;
+  const __m256i tlo = _mm256_load_si256(reinterpret_cast<const __m256i*>(kE2M1Bf16Lo));
+  const __m256i thi = _mm256_load_si256(reinterpret_cast<const __m256i*>(kE2M1Bf16Hi));
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i high_word = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  for (int q = 0; q < 4; ++q) {  // the chunk's 64 bytes in 16-byte pieces: blocks 2q, 2q + 1
+    const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * q)));
+    const __m256i codes = _mm256_and_si256(_mm256_blend_epi32(b, _mm256_srli_epi16(b, 4), 0xF0), low4);
+    const __m256i lo = _mm256_shuffle_epi8(tlo, codes), hi = _mm256_shuffle_epi8(thi, codes);
+    for (int h = 0; h < 2; ++h) {
+      const int i = 2 * q + h;  // block of the chunk
+      const __m256i words = h ? _mm256_unpackhi_epi8(lo, hi) : _mm256_unpacklo_epi8(lo, hi);
+      const VF w0{_mm256_castsi256_ps(_mm256_slli_epi32(words, 16))};
+      const VF w1{_mm256_castsi256_ps(_mm256_and_si256(words, high_word))};
+      const float* xb = xc + 16 * i;
+      const VF s = hn::Set(df, scale_tab[sp[i]]);
+      if constexpr (MR <= 3) {
+#define NVFP4_PART(m) \
+  VF part##m = hn::Zero(df); \
+  if constexpr (m < MR) part##m = hn::MulAdd(w1, hn::Load(df, xb + m * k + 8), hn::Mul(w0, hn::Load(df, xb + m * k)));
+        NVFP4_X8(NVFP4_PART)
+#undef NVFP4_PART
+        if constexpr (MR == 1 && NR == 1) {
+          VF& a = h ? acc1 : acc0;  // two chains, as in GemvRowChunkLut
+          a = hn::MulAdd(part0, s, a);
+        } else {
+          NVFP4_X8(NVFP4_PART_ACC)
+        }
+      } else {  // the dequantized weights once for all rows (exact products)
+        const VF d0 = hn::Mul(w0, s), d1 = hn::Mul(w1, s);
+#define NVFP4_ROW_FMA(m)                                                                                    \
+  if constexpr (m < MR) {                                                                                   \
+    VF& a = Slot<m * NR + R>(NVFP4_SLOT_ARGS);                                                              \
+    a = hn::MulAdd(d1, hn::Load(df, xb + m * k + 8), hn::MulAdd(d0, hn::Load(df, xb + m * k), a));         \
+  }
+        NVFP4_X8(NVFP4_ROW_FMA)
+#undef NVFP4_ROW_FMA
+      }
+    }
+  }
+}
+#else
+#define NVFP4_GEMV_AVX2_BF16 0
+#endif
 #undef NVFP4_PART_ACC
 
 // out[mi][r] = sum over chunks [c0, c1) of rows m0.., weight rows n0.. (no tail, no tensor scale)
@@ -289,10 +366,15 @@ HWY_INLINE void GemvTile(const GemvCtx& g, std::int64_t m0, std::int64_t n0, std
 #undef NVFP4_ACC_INIT
   for (std::int64_t c = c0; c < c1; ++c) {
     const float* xc = g.xp + m0 * k + c * g.chunk;
-#if NVFP4_GEMV_LUT
+#if NVFP4_GEMV_AVX2_BF16
 #define NVFP4_ROW(r)                                                                                   \
   if constexpr (r < NR)                                                                                \
-    GemvRowChunkLut<MR, NR, r>(xc, k, L, prow[r] + c * 8 * L, srow[r] + c * L, g.half_scale,         \
+    GemvRowChunkAvx2Bf16<MR, NR, r>(xc, k, prow[r] + c * 8 * L, srow[r] + c * L, g.scale_tab,        \
+                                    NVFP4_SLOT_ARGS);
+#elif NVFP4_GEMV_LUT
+#define NVFP4_ROW(r)                                                                                   \
+  if constexpr (r < NR)                                                                                \
+    GemvRowChunkLut<MR, NR, r>(xc, k, L, prow[r] + c * 8 * L, srow[r] + c * L, g.scale_tab,          \
                                NVFP4_SLOT_ARGS);
 #else
 #define NVFP4_ROW(r)                                                                                   \
@@ -377,10 +459,11 @@ void GemvImpl(const MatmulArgs& a) {
   const DF df;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
   const std::int64_t chunk = 16 * L, k = a.k, n = a.n, m = a.m;
-  GemvCtx g{&a, nullptr, L, chunk, k / chunk, e4m3_half_abs_table()};
-  // The byte-table decode at every M where it is compiled: on the AMD EPYC family 23 dev VM
-  // (2 threads, hot 4096 x 14336, 2026-12-02, docs/perf-cpu.md 32) it is 1.15-1.25x faster than the
-  // permute decode from M = 1 to 8.
+  GemvCtx g{&a, nullptr, L, chunk, k / chunk, NVFP4_GEMV_AVX2_BF16 ? e4m3_abs_table() : e4m3_half_abs_table()};
+  // The byte-table decodes at every M where they are compiled: on the AMD EPYC family 23 dev VM
+  // (2 threads, hot 4096 x 14336, 2026-12-02, docs/perf-cpu.md 32) the int8 one was 1.15-1.25x
+  // faster than the permute decode from M = 1 to 8. (AVX2's bf16 decode keeps its tiles: NR = 1 up
+  // to M = 3, measured with the int8 one.)
   constexpr bool lut = NVFP4_GEMV_LUT;
 
   // Activations: widened to fp32 once, permuted into the decode order (see the file header).
@@ -392,7 +475,9 @@ void GemvImpl(const MatmulArgs& a) {
     for (std::int64_t c = 0; c < g.nch; ++c)
       for (std::int64_t j = 0; j < 16; ++j)
         for (std::int64_t i = 0; i < L; ++i) {
-          if (lut)  // block i: even elements, then odd ones
+          if (NVFP4_GEMV_AVX2_BF16)  // GemvRowChunkAvx2Bf16's order within block i
+            dst[c * chunk + 16 * i + j] = row[c * chunk + 16 * i + Avx2Bf16Order(static_cast<int>(j))];
+          else if (lut)  // block i: even elements, then odd ones
             dst[c * chunk + 16 * i + (j & 1) * 8 + j / 2] = row[c * chunk + 16 * i + j];
           else
             dst[c * chunk + j * L + i] = row[c * chunk + 16 * i + j];
