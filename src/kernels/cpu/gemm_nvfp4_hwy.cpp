@@ -37,8 +37,10 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
-// 32 zmm registers hold 8x2 accumulators; 16-register ISAs get 4x2.
-constexpr int kMR = HWY_MAX_BYTES >= 64 ? 8 : 4;
+// 32 zmm registers hold 8x2 accumulators. AVX2 gets 6x2 (12 accumulators, 2 panel vectors, 1
+// broadcast: 15 of 16 ymm; 6 rows against 4: prefill -12%, M = 256 -20%, docs/perf-cpu.md 45),
+// other 16-register ISAs 4x2.
+constexpr int kMR = HWY_MAX_BYTES >= 64 ? 8 : (HWY_TARGET == HWY_AVX2 ? 6 : 4);
 constexpr int kMaxNR = 2 * HWY_MAX_BYTES / 4;  // NR = 2 vectors of fp32
 
 // The MR x 2 register block is named variables (hwy_register_block.h), c0_i / c1_i for row
