@@ -400,6 +400,7 @@ TEST(CpuMatmul, BlockingTuningDoesNotChangeResults) {
         t.gemv_min_tasks_per_thread = 0;  // never split K: the split is the one order-changing knob
         t.gemv_x_block_bytes = v == 0 ? 1 : v == 1 ? 16384 : (1 << 22);
         t.gemv_rows_per_task = v == 0 ? 1 : v == 1 ? 8 : 64;
+        t.gemv_task_bytes = v == 0 ? 0 : v == 1 ? 4096 : (1 << 20);
         t.gemv_avx512bf16_rows_per_task = v == 0 ? 1 : v == 1 ? 8 : 64;
         t.gemv_avx512bf16_rows_per_task_m1 = v == 0 ? 64 : v == 1 ? 1 : 8;
         t.gemv_group_rows = v == 0 ? 1 : v == 1 ? 3 : 8;

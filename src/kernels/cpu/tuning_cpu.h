@@ -120,6 +120,14 @@ struct CpuTuning {
   // Highway GEMV: weight rows (N) per task; several rows per task give independent FMA chains and
   // let one atomic per task amortise over >= 16 KiB of weights at K=4096.
   std::int64_t gemv_rows_per_task = 8;
+  // ... and at least this many packed weight bytes per task (rows rounded up to a multiple of
+  // gemv_rows_per_task), while N still gives every thread gemv_min_tasks_per_thread tasks. Short
+  // rows in 8-row tasks cut each thread's stream into ~10 KiB pieces at K = 2560. Measured (AVX2
+  // VM, 2 threads, cold M = 1, us median, 8 rows per task / the best of 16-256; docs/perf-cpu.md 46):
+  // 22936 x 2560 4696 / 3157-3187 (64-256 rows), 1024 x 2560 171 / 140 (32-64), 2560 x 4096 710 /
+  // 640 (64), 2560 x 9728 1474 / 1393-1405 (16-32), 4096 x 14336 3438 / 3545-3607 (32-128: within
+  // noise).
+  std::int64_t gemv_task_bytes = 128 * 1024;
   // AVX512-BF16 GEMV (the vdpbf16ps dot): weight rows per task at one virtual activation row (bf16
   // M = 1: one 8-row tile) and at more (M x pieces >= 2: tiles of 4 or 2 rows). Why they differ:
   // the prefetch (gemv_prefetch_tiles) reaches 2 tiles past the tile being computed, across task
