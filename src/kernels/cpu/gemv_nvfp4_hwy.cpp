@@ -18,8 +18,9 @@
 // (GemvRowChunkLut).
 //
 // Arithmetic per lane and block: p = sum_j e2m1_j * x_j (fp32 FMA, 16 terms), acc += p * |scale|
-// (the byte-table decode: the same with 2 e2m1_j and |scale| / 2 up to 3 rows, and from 4 rows
-// acc += sum_j (2 e2m1_j * |scale| / 2) * x_j, the dequantized weight); the tensor scale
+// (the int8 byte-table decode: the same with 2 e2m1_j and |scale| / 2 up to 3 rows, and from 4
+// rows acc += sum_j (2 e2m1_j * |scale| / 2) * x_j, the dequantized weight; AVX2's bf16 decode:
+// the same two forms with e2m1_j and |scale|); the tensor scale
 // multiplies the final fp32 sum once. e2m1 values and scales are exact in fp32; only the
 // summation order and FMA rounding differ from the oracle (tolerance in
 // tests/cpu/test_matmul_cpu.cpp). K % (16L) elements at the end of a row go through a scalar
@@ -284,8 +285,8 @@ HWY_INLINE void GemvRowChunkLut(const float* xc, std::int64_t k, std::int64_t, c
 // Order of one 16-byte piece (two blocks, A = bytes 0..7, B = bytes 8..15): the low nibbles go to
 // the lower 128-bit lane, the high nibbles to the upper one; block A's two fp32 vectors then hold
 // elements {0,4,8,12 | 1,5,9,13} and {2,6,10,14 | 3,7,11,15} (lower | upper lane), block B the
-// same. GemvImpl permutes the activations into that order once per call (Avx2Bf16Order).
-// Position p (0..15) of a block in that order holds element Avx2Bf16Order(p).
+// same. GemvImpl permutes the activations into that order once per call: position p (0..15) of
+// a block holds element Avx2Bf16Order(p).
 constexpr int Avx2Bf16Order(int p) { return 4 * (p % 4) + 2 * (p / 8) + (p / 4) % 2; }
 #undef NVFP4_GEMV_AVX2_BF16
 #if HWY_TARGET == HWY_AVX2
