@@ -92,7 +92,16 @@ int main(int argc, char** argv) {
     j["l2_bytes"] = prop.l2CacheSize;
     j["cuda_driver"] = drv;
     j["cuda_runtime"] = rt;
-    j["driver"] = std::getenv("NVFP4_DRIVER") ? std::getenv("NVFP4_DRIVER") : "";
+    // NVFP4_DRIVER if set (device_cuda.sh passes nvidia-smi's), else what `nvfp4 bench` reports
+    // (/proc/driver/nvidia/version): the 2026-12-07 H100 call ran this binary directly and its
+    // JSON said "driver": "".
+    std::string driver = std::getenv("NVFP4_DRIVER") ? std::getenv("NVFP4_DRIVER") : "";
+    if (driver.empty()) {
+      bench::MachineInfo mi;
+      bench::cuda_machine_info(mi);
+      driver = mi.driver;
+    }
+    j["driver"] = driver;
     j["commit"] = bench::git_commit();
     j["command"] = cmd;
     j["tuning"] = std::getenv("NVFP4_CUDA_TUNING") ? std::getenv("NVFP4_CUDA_TUNING") : "built-in";
