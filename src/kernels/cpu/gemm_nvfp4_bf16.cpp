@@ -46,8 +46,6 @@
 namespace nvfp4::cpu {
 namespace {
 
-std::int64_t round_up(std::int64_t v, std::int64_t q) { return (v + q - 1) / q * q; }
-
 // Scalar panel decode (reference layout; CPUs without AVX-512F, never with either microkernel
 // in practice). Columns c in [c_begin, nc) of the panel, pairs [0, kc/2).
 void decode_panel_scalar(const MatmulArgs& a, std::int64_t n0, std::int64_t cols, std::int64_t nc,

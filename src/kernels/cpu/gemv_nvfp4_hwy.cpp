@@ -492,8 +492,7 @@ void GemvImpl(const MatmulArgs& a) {
   const std::int64_t want = tune.gemv_min_tasks_per_thread * num_threads();
   // Tasks of >= gemv_task_bytes of weights where N allows `want` of them (tuning_cpu.h).
   const std::int64_t step = std::max<std::int64_t>(1, tune.gemv_rows_per_task);
-  auto round_up = [&](std::int64_t r) { return (r + step - 1) / step * step; };
-  const std::int64_t by_bytes = round_up((tune.gemv_task_bytes + k / 2 - 1) / (k / 2));
+  const std::int64_t by_bytes = round_up((tune.gemv_task_bytes + k / 2 - 1) / (k / 2), step);
   const std::int64_t by_count = want > 0 ? std::max(step, n * mgroups / want / step * step) : n;
   const std::int64_t rows_per_task = std::max(step, std::min(by_bytes, by_count));
   const std::int64_t ngroups = (n + rows_per_task - 1) / rows_per_task;

@@ -151,6 +151,9 @@ inline void prefetch_next_slice_l2(const MatmulArgs& a, std::int64_t n0, std::in
   for (std::int64_t c = 0; c < cols; ++c) prefetch_row_slice<2>(a, n0 + c, k1, std::min(k1 + kc, a.k));
 }
 
+// v rounded up to a multiple of q (q > 0).
+inline std::int64_t round_up(std::int64_t v, std::int64_t q) { return (v + q - 1) / q * q; }
+
 // ---- shared scalar helpers (exact) -------------------------------------------------------
 // |scale| as fp32 for every E4M3 byte (0x7F/0xFF -> NaN, as the oracle gives).
 const float* e4m3_abs_table();  // 256 entries
