@@ -119,6 +119,8 @@ TEST(CpuMatmul, AllPathsAllTargetsMatchOracle) {
       {5, 9, 1024, 0},     {6, 41, 784, 3},   {8, 3, 528, 0},
       // M = 9..24 bf16 takes the GEMV on CPUs without AMX (gemv_bf16_max_m): 3 groups of 8 rows.
       {24, 19, 1040, 5},
+      // K a multiple of 1024 from 2 rows: the Highway GEMV pads x's row stride (x_row_stride).
+      {8, 37, 2048, 5},
   };
   std::uint64_t seed = 1234;
   for (const Case& c : cases) {

@@ -100,7 +100,8 @@ HWY_INLINE VF DecodeE4M3Abs(DF df, VU b) {
 
 struct GemvCtx {
   const MatmulArgs* a;
-  const float* xp;        // permuted fp32 activations [m][k]
+  const float* xp;        // permuted fp32 activations [m][xs]
+  std::int64_t xs;        // row stride of xp (x_row_stride)
   std::int64_t L, chunk;  // lanes, elements per chunk (16L)
   std::int64_t nch;       // full chunks per row
   // Block scale of each scale byte (exact): |E4M3| / 2 for the int8 table (2 e2m1 codes), |E4M3|
@@ -366,21 +367,21 @@ HWY_INLINE void GemvTile(const GemvCtx& g, std::int64_t m0, std::int64_t n0, std
   NVFP4_X8(NVFP4_ACC_INIT)
 #undef NVFP4_ACC_INIT
   for (std::int64_t c = c0; c < c1; ++c) {
-    const float* xc = g.xp + m0 * k + c * g.chunk;
+    const float* xc = g.xp + m0 * g.xs + c * g.chunk;
 #if NVFP4_GEMV_AVX2_BF16
 #define NVFP4_ROW(r)                                                                                   \
   if constexpr (r < NR)                                                                                \
-    GemvRowChunkAvx2Bf16<MR, NR, r>(xc, k, prow[r] + c * 8 * L, srow[r] + c * L, g.scale_tab,        \
+    GemvRowChunkAvx2Bf16<MR, NR, r>(xc, g.xs, prow[r] + c * 8 * L, srow[r] + c * L, g.scale_tab,        \
                                     NVFP4_SLOT_ARGS);
 #elif NVFP4_GEMV_LUT
 #define NVFP4_ROW(r)                                                                                   \
   if constexpr (r < NR)                                                                                \
-    GemvRowChunkLut<MR, NR, r>(xc, k, L, prow[r] + c * 8 * L, srow[r] + c * L, g.scale_tab,          \
+    GemvRowChunkLut<MR, NR, r>(xc, g.xs, L, prow[r] + c * 8 * L, srow[r] + c * L, g.scale_tab,          \
                                NVFP4_SLOT_ARGS);
 #else
 #define NVFP4_ROW(r)                                                                                   \
   if constexpr (r < NR)                                                                                \
-    GemvRowChunk<MR, NR, r>(xc, k, L, prow[r] + c * 8 * L, srow[r] + c * L, NVFP4_SLOT_ARGS);
+    GemvRowChunk<MR, NR, r>(xc, g.xs, L, prow[r] + c * 8 * L, srow[r] + c * L, NVFP4_SLOT_ARGS);
 #endif
     NVFP4_ROW(0) NVFP4_ROW(1) NVFP4_ROW(2) NVFP4_ROW(3)
 #undef NVFP4_ROW
@@ -406,7 +407,7 @@ void GemvRows(const GemvCtx& g, std::int64_t m0, std::int64_t n0, std::int64_t n
     if (tail) {
       const std::uint8_t* prow = a.packed + n * (k / 2);
       const std::uint8_t* srow = a.scales + n * (k / kBlockSize);
-      const float* xr = g.xp + (m0 + m) * k;
+      const float* xr = g.xp + (m0 + m) * g.xs;
       float t = 0.0f;
       for (std::int64_t kk = g.nch * g.chunk; kk < k; ++kk) {
         const std::uint8_t byte = prow[kk / 2];
@@ -456,11 +457,23 @@ void GemvRowsAnyM(const GemvCtx& g, int mr, std::int64_t m0, std::int64_t n0, st
   }
 }
 
+// Row stride of the permuted activations, in floats. With K a multiple of 1024 (most hidden sizes)
+// every row of x starts at the same offset modulo 4 KiB, the span of the address bits that pick an
+// L1 set: an 8-row tile's loads of one chunk then fall in the same few sets (8 ways) as the weight
+// stream's lines. Such strides are padded to 512 B past a multiple of 4 KiB, which spreads 8 rows'
+// chunks over every set. AVX2 dev VM (2026-12-07, docs/perf-cpu.md 47): 8 x 4096 x 14336 -10.6%
+// paired; rows 2 KiB apart mod 4 KiB (K = 2560, 9728) measured no better padded.
+std::int64_t x_row_stride(std::int64_t k, std::int64_t m) {
+  const std::int64_t xs = round_up(k, std::int64_t{16});
+  if (m == 1 || xs % 1024 != 0 || cpu_tuning().gemv_x_pad == 0) return xs;
+  return xs + 128;
+}
+
 void GemvImpl(const MatmulArgs& a) {
   const DF df;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
   const std::int64_t chunk = 16 * L, k = a.k, n = a.n, m = a.m;
-  GemvCtx g{&a, nullptr, L, chunk, k / chunk, NVFP4_GEMV_AVX2_BF16 ? e4m3_abs_table() : e4m3_half_abs_table()};
+  GemvCtx g{&a, nullptr, x_row_stride(k, m), L, chunk, k / chunk, NVFP4_GEMV_AVX2_BF16 ? e4m3_abs_table() : e4m3_half_abs_table()};
   // The byte-table decodes at every M where they are compiled: on the AMD EPYC family 23 dev VM
   // (2 threads, hot 4096 x 14336, 2026-12-02, docs/perf-cpu.md 32) the int8 one was 1.15-1.25x
   // faster than the permute decode from M = 1 to 8. (AVX2's bf16 decode keeps its tiles: NR = 1 up
@@ -468,11 +481,11 @@ void GemvImpl(const MatmulArgs& a) {
   constexpr bool lut = NVFP4_GEMV_LUT;
 
   // Activations: widened to fp32 once, permuted into the decode order (see the file header).
-  auto xp = hwy::AllocateAligned<float>(static_cast<std::size_t>(m * k));
+  auto xp = hwy::AllocateAligned<float>(static_cast<std::size_t>(m * g.xs));
   std::vector<float> row(static_cast<std::size_t>(k));
   for (std::int64_t mi = 0; mi < m; ++mi) {
     load_x_row_f32(a, mi, row.data());
-    float* dst = xp.get() + mi * k;
+    float* dst = xp.get() + mi * g.xs;
     for (std::int64_t c = 0; c < g.nch; ++c)
       for (std::int64_t j = 0; j < 16; ++j)
         for (std::int64_t i = 0; i < L; ++i) {

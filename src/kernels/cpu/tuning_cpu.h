@@ -128,6 +128,9 @@ struct CpuTuning {
   // 640 (64), 2560 x 9728 1474 / 1393-1405 (16-32), 4096 x 14336 3438 / 3545-3607 (32-128: within
   // noise).
   std::int64_t gemv_task_bytes = 128 * 1024;
+  // Highway GEMV, M >= 2: the permuted activations' row stride padded to 512 B past a multiple of
+  // 4 KiB (gemv_nvfp4_hwy.cpp, x_row_stride); 0 keeps it at K (for A/Bs).
+  std::int64_t gemv_x_pad = 1;
   // AVX512-BF16 GEMV (the vdpbf16ps dot): weight rows per task at one virtual activation row (bf16
   // M = 1: one 8-row tile) and at more (M x pieces >= 2: tiles of 4 or 2 rows). Why they differ:
   // the prefetch (gemv_prefetch_tiles) reaches 2 tiles past the tile being computed, across task
