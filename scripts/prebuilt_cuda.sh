@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/prebuilt_cuda.sh [BUILD_DIR] [OUT_DIR] -- build here the binaries that
 # scripts/device_cuda.sh runs on a GPU machine (nvfp4_test_cuda, nvfp4_test_cuda_threads,
-# nvfp4_bench_cuda, nvfp4, the example decode_linear, and the CPU tests its `cpu` step runs), strip and gzip them into OUT_DIR (default build-prebuilt: ignored by git,
+# nvfp4_bench_cuda, nvfp4, the example decode_linear, and the CPU tests and cpu_paths_bench its `cpu` step runs), strip and gzip them into OUT_DIR (default build-prebuilt: ignored by git,
 # so a device call can carry it), and print the command that unpacks and uses them there.
 # Why: the device machine's time is the scarce part, and a build there needs the -dev packages;
 # compiled here (same Debian 12 toolchain) the binaries are ~3 MB each gzipped.
@@ -12,10 +12,10 @@ root=$(git rev-parse --show-toplevel)
 build=${1:-$root/build-lead-cuda}
 out=${2:-$root/build-prebuilt}
 [ -f "$build/build.ninja" ] || cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNVFP4_CUDA=ON >/dev/null
-ninja -C "$build" nvfp4_test_cuda nvfp4_test_cuda_threads nvfp4_bench_cuda nvfp4_cli decode_linear test_matmul_cpu test_gemv_amx test_repack_cpu >/dev/null
+ninja -C "$build" nvfp4_test_cuda nvfp4_test_cuda_threads nvfp4_bench_cuda nvfp4_cli decode_linear test_matmul_cpu test_gemv_amx test_repack_cpu cpu_paths_bench >/dev/null
 rm -rf "$out"
 mkdir -p "$out"
-for b in nvfp4_test_cuda nvfp4_test_cuda_threads nvfp4_bench_cuda nvfp4 decode_linear test_matmul_cpu test_gemv_amx test_repack_cpu; do
+for b in nvfp4_test_cuda nvfp4_test_cuda_threads nvfp4_bench_cuda nvfp4 decode_linear test_matmul_cpu test_gemv_amx test_repack_cpu cpu_paths_bench; do
   f=$(find "$build" -name "$b" -type f -perm -u+x | head -1)
   [ -n "$f" ] || { echo "prebuilt_cuda.sh: $b was not built in $build" >&2; exit 1; }
   cp "$f" "$out/$b"
