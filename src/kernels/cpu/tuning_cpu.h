@@ -128,8 +128,8 @@ struct CpuTuning {
   // 640 (64), 2560 x 9728 1474 / 1393-1405 (16-32), 4096 x 14336 3438 / 3545-3607 (32-128: within
   // noise).
   std::int64_t gemv_task_bytes = 128 * 1024;
-  // Highway GEMV, M >= 2: the permuted activations' row stride padded to 512 B past a multiple of
-  // 4 KiB (gemv_nvfp4_hwy.cpp, x_row_stride); 0 keeps it at K (for A/Bs).
+  // Highway GEMV, M >= 2: a row stride of the permuted activations that is a multiple of 4 KiB is
+  // padded by 512 B (gemv_nvfp4_hwy.cpp, x_row_stride; docs/perf-cpu.md 47); 0 keeps it at K (A/Bs).
   std::int64_t gemv_x_pad = 1;
   // AVX512-BF16 GEMV (the vdpbf16ps dot): weight rows per task at one virtual activation row (bf16
   // M = 1: one 8-row tile) and at more (M x pieces >= 2: tiles of 4 or 2 rows). Why they differ:
