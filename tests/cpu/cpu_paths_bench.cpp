@@ -9,7 +9,7 @@
 //   all supported), each
 //   optionally with tuning overrides, e.g. gemv_bf16:rpt=16:xb=16384 gemm_bf16:kc=512:nc=128
 //   (rpt gemv_rows_per_task, tb gemv_task_bytes / xpad gemv_x_pad (Highway GEMV), brpt/brpt1 gemv_avx512bf16_rows_per_task/_m1, xb gemv_x_block_bytes, grp gemv_group_rows, pf/pfm/pfx/pfl2
-//   gemv_prefetch_tiles/_min_m/_max_m/_l2, pfsk/sk gemv_prefetch_short_k_max_m/_short_k, kc/nc/mc gemm_*, gpf gemm_prefetch, amxn/amxkb/amxpf/tab gemv_amx_n_tiles/
+//   gemv_prefetch_tiles/_min_m/_max_m/_l2, pfsk/sk gemv_prefetch_short_k_max_m/_short_k, kc/nc/mc gemm_*, gpf gemm_prefetch, dotm gemm_dot_max_m, amxn/amxkb/amxpf/tab gemv_amx_n_tiles/
 //   _k_block/_prefetch_bytes/_decode_table, fma gemv_fma_dtypes: dtype mask 1 f32 2 f16 4 bf16, fmam gemv_fma_max_m, frpt/fxb/fpf/fgrp gemv_fma_rows_per_task/_x_block_bytes/_prefetch_tiles/_group_rows), and dt=bf16|f16|f32 to run that path
 //   on activations of another dtype (same values, rounded), e.g. to time the fp32 split GEMV next
 //   to the bf16 GEMV in one process: `f32 ... gemv_bf16 gemv_bf16:dt=bf16 gemv`.
@@ -126,6 +126,7 @@ int main(int argc, char** argv) {
         if (key == "rpt") p.tune.gemv_rows_per_task = val;
         else if (key == "tb") p.tune.gemv_task_bytes = val;
         else if (key == "xpad") p.tune.gemv_x_pad = val;
+        else if (key == "dotm") p.tune.gemm_dot_max_m = val;
         else if (key == "brpt") p.tune.gemv_avx512bf16_rows_per_task = val;
         else if (key == "brpt1") p.tune.gemv_avx512bf16_rows_per_task_m1 = val;
         else if (key == "xb") p.tune.gemv_x_block_bytes = val;

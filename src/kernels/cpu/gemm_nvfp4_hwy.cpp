@@ -8,6 +8,8 @@
 // its rows, accumulating into an fp32 C block [MC][NC]. The tensor scale multiplies C once at the
 // end. Each output is one sequential fp32 FMA chain over k ascending: only FMA rounding differs
 // from the oracle. Weights are decoded once per MC rows of x (once in total for M <= MC).
+// On AVX2, up to gemm_dot_max_m rows run a dot-form variant instead (GemmDotAvx2 below): the panel
+// decoded along k as the AVX2 GEMV decodes, and vector partial sums per output.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -23,6 +25,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
+#include "kernels/cpu/decode_avx2_bf16-inl.h"
 
 #if HWY_ARCH_X86 && defined(__GNUC__) && !defined(__clang__)
 // GCC 12 warns inside avx512fintrin.h (intrinsics built on _mm512_undefined_*()) for the AVX-512
@@ -160,6 +163,129 @@ HWY_INLINE void DecodeBlock8Rows(const std::uint8_t* const* prow, const float* s
 }
 #endif
 
+#undef NVFP4_GEMM_DOT
+#if HWY_TARGET == HWY_AVX2
+#define NVFP4_GEMM_DOT 1
+// AVX2 up to gemm_dot_max_m rows (the dispatch sends the GEMM 9 rows and more): a dot-form GEMM. The panel holds each weight row's KC
+// slice decoded along k as the AVX2 GEMV decodes it (decode_avx2_bf16-inl.h: no byte transpose,
+// no int -> float conversion), x is permuted into the same order once, and a 3 x 4 tile of
+// (x row, weight row) pairs keeps 12 vector partial sums: per 8 k, 3 x loads, 4 panel loads and
+// 12 FMAs (the outer-product block's 12 FMAs take 2 panel loads and 6 broadcasts). The partial
+// sums live in memory between KC slices and are summed across lanes once at the end, in a fixed
+// order. Measured on the AVX2-only EPYC dev VM (2 threads, hot, one process, 2026-12-07,
+// docs/perf-cpu.md 48) against the outer-product GEMM at 9728 x 2560: M = 1 (the decode alone)
+// 3.16 against 5.37 ms, M = 9 -21%, M = 16 -11%, M = 32 equal, M = 64 +7%.
+
+// Row slice [k0, k0 + kc) of weight row `row` into dst[0, kc), each block in Avx2Bf16Order:
+// e2m1 * |scale|, the oracle's exact product.
+HWY_INLINE void DecodeRowSliceAvx2(const MatmulArgs& a, std::int64_t row, std::int64_t k0, std::int64_t kc,
+                                   const float* stab, float* dst) {
+  const Avx2Bf16Decoder dec;
+  const std::uint8_t* p = a.packed + row * (a.k / 2) + k0 / 2;
+  const std::uint8_t* sp = a.scales + row * (a.k / kBlockSize) + k0 / kBlockSize;
+  const std::int64_t nb = kc / kBlockSize;
+  for (std::int64_t b = 0; b < nb; b += 2) {
+    // An odd last block loads its 8 bytes only (the row may end there).
+    const __m128i raw = b + 1 < nb ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8 * b))
+                                   : _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * b));
+    __m256i words[2];
+    dec.Piece(raw, words[0], words[1]);
+    for (std::int64_t h = 0; h < 2 && b + h < nb; ++h) {
+      const __m256 s = _mm256_set1_ps(stab[sp[b + h]]);
+      _mm256_store_ps(dst + 16 * (b + h), _mm256_mul_ps(dec.First(words[h]), s));
+      _mm256_store_ps(dst + 16 * (b + h) + 8, _mm256_mul_ps(dec.Second(words[h]), s));
+    }
+  }
+}
+
+// MR rows of x (stride ldx) against NR panel rows (stride kc) over kc values, adding into the
+// vector partial sums cv[i * cv_row + j * 8 ..] of each (x row i, weight row j).
+template <int MR, int NR>
+HWY_INLINE void DotTile(const float* x, std::int64_t ldx, const float* w, std::int64_t kc, float* cv,
+                        std::int64_t cv_row) {
+  __m256 acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_load_ps(cv + i * cv_row + j * 8);
+  for (std::int64_t kk = 0; kk < kc; kk += 8) {
+    __m256 xv[MR];
+    for (int i = 0; i < MR; ++i) xv[i] = _mm256_load_ps(x + i * ldx + kk);
+    for (int j = 0; j < NR; ++j) {
+      const __m256 wv = _mm256_load_ps(w + j * kc + kk);
+      for (int i = 0; i < MR; ++i) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) _mm256_store_ps(cv + i * cv_row + j * 8, acc[i][j]);
+}
+
+template <int MR, int NR>
+HWY_INLINE void DotRows(int r, const float* x, std::int64_t ldx, const float* w, std::int64_t kc, float* cv,
+                        std::int64_t cv_row) {
+  if (r == MR) return DotTile<MR, NR>(x, ldx, w, kc, cv, cv_row);
+  if constexpr (MR > 1) DotRows<MR - 1, NR>(r, x, ldx, w, kc, cv, cv_row);
+}
+
+void GemmDotAvx2(const MatmulArgs& a) {
+  constexpr int kDotMR = 3, kDotNR = 4;  // 12 accumulators + 3 x + 1 panel vector: 16 ymm
+  const std::int64_t m = a.m, n = a.n, k = a.k;
+  const CpuTuning& tune = cpu_tuning();
+  const std::int64_t threads = num_threads();
+  std::int64_t nc = round_up(std::max<std::int64_t>(kDotNR, tune.gemm_nc), kDotNR);
+  const std::int64_t mc = tune.gemm_mc;
+  const std::int64_t kcmax = round_up(std::max<std::int64_t>(2 * kBlockSize, tune.gemm_kc), 2 * kBlockSize);
+  const std::int64_t mblocks = (m + mc - 1) / mc;
+  // Narrower panels when the N x M grid would leave threads idle (small N).
+  while (nc > kDotNR && mblocks * ((n + nc - 1) / nc) < 4 * threads) nc -= kDotNR;
+  const std::int64_t nblocks = (n + nc - 1) / nc;
+
+  // x widened to fp32 and permuted into Avx2Bf16Order within each block, once.
+  auto xp = hwy::AllocateAligned<float>(static_cast<std::size_t>(m * k));
+  parallel_for(m, [&](std::int64_t mi) {
+    std::vector<float> row(static_cast<std::size_t>(k));
+    load_x_row_f32(a, mi, row.data());
+    float* d = xp.get() + mi * k;
+    for (std::int64_t b = 0; b < k; b += kBlockSize)
+      for (int q = 0; q < kBlockSize; ++q) d[b + q] = row[static_cast<std::size_t>(b + Avx2Bf16Order(q))];
+  });
+
+  const float* stab = e4m3_abs_table();
+  const bool prefetch = tune.gemm_prefetch != 0;
+  parallel_for(mblocks * nblocks, [&](std::int64_t t) {
+    const std::int64_t nb = t % nblocks, mb = t / nblocks;
+    const std::int64_t m0 = mb * mc, rows = std::min(mc, m - m0);
+    const std::int64_t n0 = nb * nc, cols = std::min(nc, n - n0);
+    const std::int64_t cols_r = round_up(cols, kDotNR);  // panel rows past N are zero
+    auto cv = hwy::AllocateAligned<float>(static_cast<std::size_t>(rows * cols_r * 8));
+    auto wp = hwy::AllocateAligned<float>(static_cast<std::size_t>(cols_r * kcmax));
+    std::fill(cv.get(), cv.get() + rows * cols_r * 8, 0.0f);
+    for (std::int64_t k0 = 0; k0 < k; k0 += kcmax) {
+      const std::int64_t kc = std::min(kcmax, k - k0);
+      for (std::int64_t c = 0; c < cols_r; ++c) {
+        // Rows read in turn 1.3 KiB apart: without this prefetch the decode waited on every
+        // row's first line (54% of its samples on the load, perf, 1 x 9728 x 2560 hot).
+        if (prefetch && c + kDotNR < cols) prefetch_row_slice<3>(a, n0 + c + kDotNR, k0, k0 + kc);
+        if (c < cols) DecodeRowSliceAvx2(a, n0 + c, k0, kc, stab, wp.get() + c * kc);
+        else std::fill(wp.get() + c * kc, wp.get() + (c + 1) * kc, 0.0f);
+      }
+      if (prefetch) prefetch_next_slice_l2(a, n0, cols, k0 + kc, kcmax);
+      for (std::int64_t j = 0; j < cols_r; j += kDotNR)
+        for (std::int64_t i = 0; i < rows; i += kDotMR)
+          DotRows<kDotMR, kDotNR>(static_cast<int>(std::min<std::int64_t>(kDotMR, rows - i)),
+                                  xp.get() + (m0 + i) * k + k0, k, wp.get() + j * kc, kc,
+                                  cv.get() + (i * cols_r + j) * 8, cols_r * 8);
+    }
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const float* v = cv.get() + (i * cols_r + c) * 8;
+        const float sum = ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
+        store_from_f32(a.y, a.dtype, (m0 + i) * a.y_stride + n0 + c, sum * a.tensor_scale);
+      }
+  });
+}
+#else
+#define NVFP4_GEMM_DOT 0
+#endif
+
 template <int MR>
 void UkernelRows(int rows, const float* A, std::int64_t lda, const float* B, std::int64_t L,
                  std::int64_t kc, float* C, std::int64_t ldc) {
@@ -168,6 +294,9 @@ void UkernelRows(int rows, const float* A, std::int64_t lda, const float* B, std
 }
 
 void GemmImpl(const MatmulArgs& a) {
+#if NVFP4_GEMM_DOT
+  if (a.m <= cpu_tuning().gemm_dot_max_m) return GemmDotAvx2(a);
+#endif
   const DF df;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
   const std::int64_t NR = 2 * L, m = a.m, n = a.n, k = a.k;

@@ -40,6 +40,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
+#include "kernels/cpu/decode_avx2_bf16-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace nvfp4::cpu {
@@ -274,49 +275,25 @@ HWY_INLINE void GemvRowChunkLut(const float* xc, std::int64_t k, std::int64_t, c
 }
 #endif
 
-// AVX2 (256-bit x86 without AVX-512): the codes become fp32 without an int -> float conversion.
-// An E2M1 value's bf16 pattern is the top half of its fp32 pattern, and two 16-entry byte tables
-// (pshufb) give its low and high bytes; interleaving them makes 16-bit words (one unpack each way),
-// and a word w becomes the fp32 w << 16 (the low word of a dword: a shift) or w & 0xFFFF0000 (the
-// high word: a mask). Per 32 codes: 4 shuffles (2 pshufb, 2 unpacks) and 4 shift/mask ops, against
-// the int8 table's 2 pshufb + 2 byte shifts + 4 vpmovsxbd + 4 vcvtdq2ps; Intel client cores issue
-// shuffles on one port only. In a loop on the AVX2-only EPYC dev VM (family 25, 2026-12-07,
-// docs/perf-cpu.md 44) the M = 1 dot ran 1.3-1.4x faster than the int8 table's. The values are
-// the exact e2m1 (not 2 e2m1), so the block scale is the plain |scale| table.
-// Order of one 16-byte piece (two blocks, A = bytes 0..7, B = bytes 8..15): the low nibbles go to
-// the lower 128-bit lane, the high nibbles to the upper one; block A's two fp32 vectors then hold
-// elements {0,4,8,12 | 1,5,9,13} and {2,6,10,14 | 3,7,11,15} (lower | upper lane), block B the
-// same. GemvImpl permutes the activations into that order once per call: position p (0..15) of
-// a block holds element Avx2Bf16Order(p).
-constexpr int Avx2Bf16Order(int p) { return 4 * (p % 4) + 2 * (p / 8) + (p / 4) % 2; }
+// AVX2 (256-bit x86 without AVX-512): the codes become fp32 through their bf16 patterns, without
+// an int -> float conversion (decode_avx2_bf16-inl.h), the activations in Avx2Bf16Order.
 #undef NVFP4_GEMV_AVX2_BF16
 #if HWY_TARGET == HWY_AVX2
 #define NVFP4_GEMV_AVX2_BF16 1
-alignas(32) inline constexpr std::uint8_t kE2M1Bf16Lo[32] = {  // low byte of bf16(e2m1(code)), both lanes
-    0, 0, 0x80, 0xC0, 0, 0x40, 0x80, 0xC0, 0, 0, 0x80, 0xC0, 0, 0x40, 0x80, 0xC0,
-    0, 0, 0x80, 0xC0, 0, 0x40, 0x80, 0xC0, 0, 0, 0x80, 0xC0, 0, 0x40, 0x80, 0xC0};
-alignas(32) inline constexpr std::uint8_t kE2M1Bf16Hi[32] = {  // high byte (sign, exponent); -0 -> +0
-    0, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40, 0, 0xBF, 0xBF, 0xBF, 0xC0, 0xC0, 0xC0, 0xC0,
-    0, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40, 0, 0xBF, 0xBF, 0xBF, 0xC0, 0xC0, 0xC0, 0xC0};
 
 template <int MR, int NR, int R>
 HWY_INLINE void GemvRowChunkAvx2Bf16(const float* xc, std::int64_t k, const std::uint8_t* p, const std::uint8_t* sp,
                                      const float* scale_tab, VF& acc0, VF& acc1, VF& acc2, VF& acc3, VF& acc4,
                                      VF& acc5, VF& acc6, VF& acc7) {
   const DF df;
-  const __m256i tlo = _mm256_load_si256(reinterpret_cast<const __m256i*>(kE2M1Bf16Lo));
-  const __m256i thi = _mm256_load_si256(reinterpret_cast<const __m256i*>(kE2M1Bf16Hi));
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  const __m256i high_word = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  const Avx2Bf16Decoder dec;
   for (int q = 0; q < 4; ++q) {  // the chunk's 64 bytes in 16-byte pieces: blocks 2q, 2q + 1
-    const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * q)));
-    const __m256i codes = _mm256_and_si256(_mm256_blend_epi32(b, _mm256_srli_epi16(b, 4), 0xF0), low4);
-    const __m256i lo = _mm256_shuffle_epi8(tlo, codes), hi = _mm256_shuffle_epi8(thi, codes);
+    __m256i words_of[2];
+    dec.Piece(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * q)), words_of[0], words_of[1]);
     for (int h = 0; h < 2; ++h) {
       const int i = 2 * q + h;  // block of the chunk
-      const __m256i words = h ? _mm256_unpackhi_epi8(lo, hi) : _mm256_unpacklo_epi8(lo, hi);
-      const VF w0{_mm256_castsi256_ps(_mm256_slli_epi32(words, 16))};
-      const VF w1{_mm256_castsi256_ps(_mm256_and_si256(words, high_word))};
+      const VF w0{dec.First(words_of[h])};
+      const VF w1{dec.Second(words_of[h])};
       const float* xb = xc + 16 * i;
       const VF s = hn::Set(df, scale_tab[sp[i]]);
       if constexpr (MR <= 3) {

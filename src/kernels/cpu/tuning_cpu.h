@@ -249,6 +249,10 @@ struct CpuTuning {
   // next 16 / 32-row group into L1 during a decode, the next KC slice into L2 during the microkernel),
   // 1 = on, 0 = off (for A/B timing in one process; docs/perf-cpu.md 40).
   std::int64_t gemm_prefetch = 1;
+  // fp32 GEMM on AVX2, M <= this: the dot-form kernel (gemm_nvfp4_hwy.cpp, GemmDotAvx2), whose
+  // panel decode costs ~0.6x the outer-product kernel's and whose 3 x 4 tile runs equal at M = 32
+  // and 7% slower at 64 (AVX2 VM, 9728 x 2560, docs/perf-cpu.md 48). 0: never (A/Bs).
+  std::int64_t gemm_dot_max_m = 24;
 };
 
 // The one table, read by every kernel call. Benchmarks and tests may change it through
