@@ -166,9 +166,10 @@ HWY_INLINE void DecodeBlock8Rows(const std::uint8_t* const* prow, const float* s
 #undef NVFP4_GEMM_DOT
 #if HWY_TARGET == HWY_AVX2
 #define NVFP4_GEMM_DOT 1
-// AVX2 up to gemm_dot_max_m rows (the dispatch sends the GEMM 9 rows and more): a dot-form GEMM. The panel holds each weight row's KC
-// slice decoded along k as the AVX2 GEMV decodes it (decode_avx2_bf16-inl.h: no byte transpose,
-// no int -> float conversion), x is permuted into the same order once, and a 3 x 4 tile of
+// AVX2 up to gemm_dot_max_m rows (the dispatch sends the GEMM 9 rows and more): a dot-form GEMM.
+// The panel holds each weight row's KC slice decoded along k as the AVX2 GEMV decodes it
+// (decode_avx2_bf16-inl.h: no byte transpose, no int -> float conversion, no scale gather), x
+// is permuted into the same order once, and a 3 x 4 tile of
 // (x row, weight row) pairs keeps 12 vector partial sums: per 8 k, 3 x loads, 4 panel loads and
 // 12 FMAs (the outer-product block's 12 FMAs take 2 panel loads and 6 broadcasts). The partial
 // sums live in memory between KC slices and are summed across lanes once at the end, in a fixed
@@ -261,8 +262,9 @@ void GemmDotAvx2(const MatmulArgs& a) {
     for (std::int64_t k0 = 0; k0 < k; k0 += kcmax) {
       const std::int64_t kc = std::min(kcmax, k - k0);
       for (std::int64_t c = 0; c < cols_r; ++c) {
-        // Rows read in turn 1.3 KiB apart: without this prefetch the decode waited on every
-        // row's first line (54% of its samples on the load, perf, 1 x 9728 x 2560 hot).
+        // Each row's slice is kc / 2 bytes, the rows K / 2 bytes apart: without this prefetch
+        // the decode waited on every row's first line (54% of its samples on that load, perf
+        // cpu-clock, 1 x 9728 x 2560 hot, docs/perf-cpu.md 48).
         if (prefetch && c + kDotNR < cols) prefetch_row_slice<3>(a, n0 + c + kDotNR, k0, k0 + kc);
         if (c < cols) DecodeRowSliceAvx2(a, n0 + c, k0, kc, stab, wp.get() + c * kc);
         else std::fill(wp.get() + c * kc, wp.get() + (c + 1) * kc, 0.0f);
