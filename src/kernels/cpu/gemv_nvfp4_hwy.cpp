@@ -136,10 +136,10 @@ HWY_INLINE VF& Slot(VF& a0, VF& a1, VF& a2, VF& a3, VF& a4, VF& a5, VF& a6, VF& 
   }
 
 // Weight row R of the tile, one chunk: decode its E/O words and block scales, form the MR
-// unscaled partial sums against x (xc: the chunk of row m0, rows k apart), and add partial * scale
+// unscaled partial sums against x (xc: the chunk of row m0, rows xs apart), and add partial * scale
 // into accumulator slots m * NR + R.
 template <int MR, int NR, int R>
-HWY_INLINE void GemvRowChunk(const float* xc, std::int64_t k, std::int64_t L, const std::uint8_t* p,
+HWY_INLINE void GemvRowChunk(const float* xc, std::int64_t xs, std::int64_t L, const std::uint8_t* p,
                              const std::uint8_t* sp, VF& acc0, VF& acc1, VF& acc2, VF& acc3, VF& acc4,
                              VF& acc5, VF& acc6, VF& acc7) {
   const DF df;
@@ -159,11 +159,11 @@ HWY_INLINE void GemvRowChunk(const float* xc, std::int64_t k, std::int64_t L, co
   const VF s = DecodeE4M3Abs(df, hn::PromoteTo(du, hn::LoadU(d8, sp)));
   const VF wfirst = DecodeE2M1(df, E);
 #define NVFP4_PART_INIT(m) VF part##m = hn::Zero(df); \
-  if constexpr (m < MR) part##m = hn::Mul(wfirst, hn::Load(df, xc + m * k));
+  if constexpr (m < MR) part##m = hn::Mul(wfirst, hn::Load(df, xc + m * xs));
   NVFP4_X8(NVFP4_PART_INIT)
 #undef NVFP4_PART_INIT
 #define NVFP4_PART_FMA(m) \
-  if constexpr (m < MR) part##m = hn::MulAdd(w, hn::Load(df, xc + m * k + j * L), part##m);
+  if constexpr (m < MR) part##m = hn::MulAdd(w, hn::Load(df, xc + m * xs + j * L), part##m);
   for (int j = 1; j < 8; ++j) {
     const VF w = DecodeE2M1(df, hn::ShiftRightSame(E, 4 * j));
     NVFP4_X8(NVFP4_PART_FMA)
@@ -215,7 +215,7 @@ HWY_INLINE VF CodesToF32(hn::Vec128<std::int8_t> v, int off) {
 // Its order of a chunk's activations (GemvImpl permutes x once per call into it): block i's 8 even
 // elements, then its 8 odd ones; the decode's codes come out in the same order.
 template <int MR, int NR, int R>
-HWY_INLINE void GemvRowChunkLut(const float* xc, std::int64_t k, std::int64_t, const std::uint8_t* p,
+HWY_INLINE void GemvRowChunkLut(const float* xc, std::int64_t xs, std::int64_t, const std::uint8_t* p,
                                 const std::uint8_t* sp, const float* half_scale_tab, VF& acc0, VF& acc1,
                                 VF& acc2, VF& acc3, VF& acc4, VF& acc5, VF& acc6, VF& acc7) {
   const DF df;
@@ -242,8 +242,8 @@ HWY_INLINE void GemvRowChunkLut(const float* xc, std::int64_t k, std::int64_t, c
           const VF we = CodesToF32(ev, 8 * h + v * L), wo = CodesToF32(od, 8 * h + v * L);
 #define NVFP4_PART_FMA(m)                                                      \
   if constexpr (m < MR) {                                                      \
-    part##m = hn::MulAdd(we, hn::Load(df, xb + m * k + v * L), part##m);       \
-    part##m = hn::MulAdd(wo, hn::Load(df, xb + m * k + 8 + v * L), part##m);   \
+    part##m = hn::MulAdd(we, hn::Load(df, xb + m * xs + v * L), part##m);      \
+    part##m = hn::MulAdd(wo, hn::Load(df, xb + m * xs + 8 + v * L), part##m);  \
   }
           NVFP4_X8(NVFP4_PART_FMA)
 #undef NVFP4_PART_FMA
@@ -263,8 +263,8 @@ HWY_INLINE void GemvRowChunkLut(const float* xc, std::int64_t k, std::int64_t, c
 #define NVFP4_ROW_FMA(m)                                                                      \
   if constexpr (m < MR) {                                                                     \
     VF& a = Slot<m * NR + R>(NVFP4_SLOT_ARGS);                                                \
-    a = hn::MulAdd(wo, hn::Load(df, xb + m * k + 8 + v * L),                                  \
-                   hn::MulAdd(we, hn::Load(df, xb + m * k + v * L), a));                      \
+    a = hn::MulAdd(wo, hn::Load(df, xb + m * xs + 8 + v * L),                                 \
+                   hn::MulAdd(we, hn::Load(df, xb + m * xs + v * L), a));                     \
   }
           NVFP4_X8(NVFP4_ROW_FMA)
 #undef NVFP4_ROW_FMA
@@ -282,7 +282,7 @@ HWY_INLINE void GemvRowChunkLut(const float* xc, std::int64_t k, std::int64_t, c
 #define NVFP4_GEMV_AVX2_BF16 1
 
 template <int MR, int NR, int R>
-HWY_INLINE void GemvRowChunkAvx2Bf16(const float* xc, std::int64_t k, const std::uint8_t* p, const std::uint8_t* sp,
+HWY_INLINE void GemvRowChunkAvx2Bf16(const float* xc, std::int64_t xs, const std::uint8_t* p, const std::uint8_t* sp,
                                      const float* scale_tab, VF& acc0, VF& acc1, VF& acc2, VF& acc3, VF& acc4,
                                      VF& acc5, VF& acc6, VF& acc7) {
   const DF df;
@@ -299,7 +299,7 @@ HWY_INLINE void GemvRowChunkAvx2Bf16(const float* xc, std::int64_t k, const std:
       if constexpr (MR <= 3) {
 #define NVFP4_PART(m) \
   VF part##m = hn::Zero(df); \
-  if constexpr (m < MR) part##m = hn::MulAdd(w1, hn::Load(df, xb + m * k + 8), hn::Mul(w0, hn::Load(df, xb + m * k)));
+  if constexpr (m < MR) part##m = hn::MulAdd(w1, hn::Load(df, xb + m * xs + 8), hn::Mul(w0, hn::Load(df, xb + m * xs)));
         NVFP4_X8(NVFP4_PART)
 #undef NVFP4_PART
         if constexpr (MR == 1 && NR == 1) {
@@ -313,7 +313,7 @@ HWY_INLINE void GemvRowChunkAvx2Bf16(const float* xc, std::int64_t k, const std:
 #define NVFP4_ROW_FMA(m)                                                                                    \
   if constexpr (m < MR) {                                                                                   \
     VF& a = Slot<m * NR + R>(NVFP4_SLOT_ARGS);                                                              \
-    a = hn::MulAdd(d1, hn::Load(df, xb + m * k + 8), hn::MulAdd(d0, hn::Load(df, xb + m * k), a));         \
+    a = hn::MulAdd(d1, hn::Load(df, xb + m * xs + 8), hn::MulAdd(d0, hn::Load(df, xb + m * xs), a));        \
   }
         NVFP4_X8(NVFP4_ROW_FMA)
 #undef NVFP4_ROW_FMA
@@ -348,12 +348,12 @@ HWY_INLINE void GemvTile(const GemvCtx& g, std::int64_t m0, std::int64_t n0, std
 #if NVFP4_GEMV_AVX2_BF16
 #define NVFP4_ROW(r)                                                                                   \
   if constexpr (r < NR)                                                                                \
-    GemvRowChunkAvx2Bf16<MR, NR, r>(xc, g.xs, prow[r] + c * 8 * L, srow[r] + c * L, g.scale_tab,        \
+    GemvRowChunkAvx2Bf16<MR, NR, r>(xc, g.xs, prow[r] + c * 8 * L, srow[r] + c * L, g.scale_tab,       \
                                     NVFP4_SLOT_ARGS);
 #elif NVFP4_GEMV_LUT
 #define NVFP4_ROW(r)                                                                                   \
   if constexpr (r < NR)                                                                                \
-    GemvRowChunkLut<MR, NR, r>(xc, g.xs, L, prow[r] + c * 8 * L, srow[r] + c * L, g.scale_tab,          \
+    GemvRowChunkLut<MR, NR, r>(xc, g.xs, L, prow[r] + c * 8 * L, srow[r] + c * L, g.scale_tab,         \
                                NVFP4_SLOT_ARGS);
 #else
 #define NVFP4_ROW(r)                                                                                   \
