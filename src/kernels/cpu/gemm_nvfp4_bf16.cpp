@@ -161,9 +161,8 @@ bool gemm_nvfp4_bf16(const MatmulArgs& a, Bf16Kernel kind) {
   const std::int64_t threads = num_threads();
   // A task's rows hold whole activation rows (all P pieces): MC a multiple of 32 and of P.
   const std::int64_t mc = round_up(tune.gemm_mc, P == 3 ? 96 : 32), kcmax = round_up(tune.gemm_kc, 32);
-  std::int64_t nc = round_up(tune.gemm_nc, 32);
   const std::int64_t mblocks = (m + mc - 1) / mc;
-  while (nc > 32 && mblocks * ((n + nc - 1) / nc) < 4 * threads) nc -= 32;
+  const std::int64_t nc = narrow_panel_cols(round_up(tune.gemm_nc, 32), 32, mblocks, n, threads);
   const std::int64_t nblocks = (n + nc - 1) / nc;
   auto ukernel = kind == Bf16Kernel::kAmx ? gemm_ukernel_amx : gemm_ukernel_avx512bf16;
 

@@ -231,12 +231,11 @@ void GemmDotAvx2(const MatmulArgs& a) {
   const std::int64_t m = a.m, n = a.n, k = a.k;
   const CpuTuning& tune = cpu_tuning();
   const std::int64_t threads = num_threads();
-  std::int64_t nc = round_up(std::max<std::int64_t>(kDotNR, tune.gemm_nc), kDotNR);
   const std::int64_t mc = tune.gemm_mc;
   const std::int64_t kcmax = round_up(std::max<std::int64_t>(2 * kBlockSize, tune.gemm_kc), 2 * kBlockSize);
   const std::int64_t mblocks = (m + mc - 1) / mc;
-  // Narrower panels when the N x M grid would leave threads idle (small N).
-  while (nc > kDotNR && mblocks * ((n + nc - 1) / nc) < 4 * threads) nc -= kDotNR;
+  const std::int64_t nc = narrow_panel_cols(round_up(std::max<std::int64_t>(kDotNR, tune.gemm_nc), kDotNR),
+                                            kDotNR, mblocks, n, threads);
   const std::int64_t nblocks = (n + nc - 1) / nc;
 
   // x widened to fp32 and permuted into Avx2Bf16Order within each block, once.
@@ -304,11 +303,9 @@ void GemmImpl(const MatmulArgs& a) {
   const std::int64_t NR = 2 * L, m = a.m, n = a.n, k = a.k;
   const CpuTuning& tune = cpu_tuning();
   const std::int64_t threads = num_threads();
-  std::int64_t nc = (tune.gemm_nc + NR - 1) / NR * NR;
   const std::int64_t mc = tune.gemm_mc, kcmax = tune.gemm_kc;
   const std::int64_t mblocks = (m + mc - 1) / mc;
-  // Narrower panels when the N x M grid would leave threads idle (small N).
-  while (nc > NR && mblocks * ((n + nc - 1) / nc) < 4 * threads) nc -= NR;
+  const std::int64_t nc = narrow_panel_cols((tune.gemm_nc + NR - 1) / NR * NR, NR, mblocks, n, threads);
   const std::int64_t nblocks = (n + nc - 1) / nc;
 
   // x widened to fp32 once, zero-padded to K.

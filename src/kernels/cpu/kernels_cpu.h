@@ -154,6 +154,14 @@ inline void prefetch_next_slice_l2(const MatmulArgs& a, std::int64_t n0, std::in
 // v rounded up to a multiple of q (q > 0).
 inline std::int64_t round_up(std::int64_t v, std::int64_t q) { return (v + q - 1) / q * q; }
 
+// The GEMMs' panel width: NC columns per task, narrowed in steps of `step` (down to one step)
+// while the N x M task grid would give the threads fewer than 4 tasks each (small N).
+inline std::int64_t narrow_panel_cols(std::int64_t nc, std::int64_t step, std::int64_t mblocks, std::int64_t n,
+                                      std::int64_t threads) {
+  while (nc > step && mblocks * ((n + nc - 1) / nc) < 4 * threads) nc -= step;
+  return nc;
+}
+
 // ---- shared scalar helpers (exact) -------------------------------------------------------
 // |scale| as fp32 for every E4M3 byte (0x7F/0xFF -> NaN, as the oracle gives).
 const float* e4m3_abs_table();  // 256 entries
