@@ -9,7 +9,8 @@
 // end. Each output is one sequential fp32 FMA chain over k ascending: only FMA rounding differs
 // from the oracle. Weights are decoded once per MC rows of x (once in total for M <= MC).
 // On AVX2, up to gemm_dot_max_m rows run a dot-form variant instead (GemmDotAvx2 below): the panel
-// decoded along k as the AVX2 GEMV decodes, and vector partial sums per output.
+// decoded along k as the AVX2 GEMV decodes, and vector partial sums per output. It sums in another
+// order, so at those M an AVX2 CPU's results differ from an AVX-512 CPU's in the last bits.
 #include <algorithm>
 #include <cstring>
 #include <vector>
