@@ -18,8 +18,9 @@
 # Writes under $OUT (default ./device-out; NVFP4_OUT_TAR=1 packs it into one device-out.tgz at the end): device.log (everything), tests.json, tuning.json,
 # bench.json, replay.json (the main job: `nvfp4 bench`), replay_fused.json (the same with `--fuse`), compare_*.json (A/B on the GPU). Dependencies: when the machine lacks the Debian -dev packages (fmt, nlohmann-json,
 # CLI11, Highway, GoogleTest, OpenBLAS, pkgconf), put their .deb files in .devdeps/ (ignored by
-# git; `apt-get download` them on a Debian 12 host) and carry that folder: they are unpacked
-# with dpkg -x into a private prefix, never into /.
+# git; scripts/fetch-device-deps.sh downloads them on a Debian 12 host) and carry that folder: they are unpacked
+# with dpkg -x into a private prefix, never into /. With prebuilt binaries, carry only the folder
+# scripts/prebuilt_cuda.sh writes (the binaries and their runtime packages in debs/).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-$ROOT/device-out}
@@ -60,9 +61,14 @@ echo "commit ${NVFP4_COMMIT:-unknown (no .git; pass NVFP4_COMMIT)} driver $NVFP4
 [ -n "${MOVED_NOTE:-}" ] && echo "$MOVED_NOTE"
 
 say "dependencies"
-if [ -d "$ROOT/.devdeps" ] && ls "$ROOT"/.devdeps/*.deb >/dev/null 2>&1; then
+# .devdeps/ (every package: a build here needs the -dev ones), else the runtime packages that
+# scripts/prebuilt_cuda.sh packs beside its binaries (NVFP4_PREBUILT/debs: enough to run them).
+DEBDIR=""
+if ls "$ROOT"/.devdeps/*.deb >/dev/null 2>&1; then DEBDIR=$ROOT/.devdeps
+elif [ -n "${NVFP4_PREBUILT:-}" ] && ls "$NVFP4_PREBUILT"/debs/*.deb >/dev/null 2>&1; then DEBDIR=$NVFP4_PREBUILT/debs; fi
+if [ -n "$DEBDIR" ]; then
   mkdir -p "$DEPS"
-  for f in "$ROOT"/.devdeps/*.deb; do dpkg -x "$f" "$DEPS"; done
+  for f in "$DEBDIR"/*.deb; do dpkg -x "$f" "$DEPS"; done
   # Not a one-letter name: the caller's environment reaches NVFP4_EXTRA, and an exported $A was
   # silently replaced by this path (2026-12-03).
   DEPS_LIB=$DEPS/usr/lib/x86_64-linux-gnu
@@ -73,13 +79,34 @@ if [ -d "$ROOT/.devdeps" ] && ls "$ROOT"/.devdeps/*.deb >/dev/null 2>&1; then
   command -v pkg-config >/dev/null || export PATH=$DEPS/usr/bin:$PATH
   # Debian's openblas.pc is an alternatives link into /etc: point it at the unpacked copy.
   ln -sf "$DEPS_LIB/openblas-pthread/pkgconfig/openblas.pc" "$DEPS_LIB/pkgconfig/openblas.pc" 2>/dev/null || true
-  echo "unpacked $(ls "$ROOT"/.devdeps/*.deb | wc -l) packages into $DEPS"
+  echo "unpacked $(ls "$DEBDIR"/*.deb | wc -l) packages from $DEBDIR into $DEPS"
 else
-  echo "no .devdeps/: using the system's packages"
+  echo "no .devdeps/ or NVFP4_PREBUILT/debs/: using the system's packages"
 fi
 
+# Binaries packed by scripts/prebuilt_cuda.sh (xz; gzip before 2026-12-07) are unpacked in place
+# (xz, or Python's lzma where the image has no xz) and made executable.
+unpack_prebuilt() {
+  local dir=$1 f
+  for f in "$dir"/*.xz; do
+    [ -e "$f" ] || continue
+    if command -v xz >/dev/null; then xz -dcf "$f" > "${f%.xz}"
+    else python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$f" "${f%.xz}"; fi ||
+      { echo "could not unpack $f"; return 1; }
+    chmod +x "${f%.xz}" && rm -f "$f"
+  done
+  for f in "$dir"/*.gz; do
+    [ -e "$f" ] || continue
+    gunzip -f "$f" && chmod +x "${f%.gz}" || { echo "could not unpack $f"; return 1; }
+  done
+}
+for d in ${NVFP4_PREBUILT:-} ${NVFP4_AB_BASE:-} ${NVFP4_PORTABLE_PREBUILT:-}; do
+  unpack_prebuilt "$d" || exit 1
+done
+
 # NVFP4_PREBUILT=DIR: use nvfp4_test_cuda / nvfp4_bench_cuda / nvfp4 built elsewhere (same
-# Debian 12 toolchain; scripts/prebuilt_cuda.sh makes and packs them); saves the device-side build.
+# Debian 12 toolchain; scripts/prebuilt_cuda.sh makes and packs them, unpacked above); saves the
+# device-side build.
 # Without it: configure + build here. A DIR whose binaries are missing or do not start is an
 # error, not a silent fallback to a build (2026-12-02: a folder without the test binary fell
 # back, and the build stopped at CMake for want of a dependency).
@@ -87,7 +114,7 @@ BB=""
 if [ -n "${NVFP4_PREBUILT:-}" ]; then
   for b in nvfp4_test_cuda nvfp4_bench_cuda nvfp4; do
     if [ ! -x "$NVFP4_PREBUILT/$b" ]; then
-      echo "NVFP4_PREBUILT=$NVFP4_PREBUILT: $b is missing or not executable (gunzip'ed and chmod +x?)"; exit 1
+      echo "NVFP4_PREBUILT=$NVFP4_PREBUILT: $b is missing or not executable (packed by scripts/prebuilt_cuda.sh?)"; exit 1
     fi
     if ldd "$NVFP4_PREBUILT/$b" | grep "not found"; then
       echo "NVFP4_PREBUILT=$NVFP4_PREBUILT: $b needs the libraries above (carry .devdeps?)"; exit 1
