@@ -100,8 +100,8 @@ unpack_prebuilt() {
     gunzip -f "$f" && chmod +x "${f%.gz}" || { echo "could not unpack $f"; return 1; }
   done
 }
-for d in ${NVFP4_PREBUILT:-} ${NVFP4_AB_BASE:-} ${NVFP4_PORTABLE_PREBUILT:-}; do
-  unpack_prebuilt "$d" || exit 1
+for d in "${NVFP4_PREBUILT:-}" "${NVFP4_AB_BASE:-}" "${NVFP4_PORTABLE_PREBUILT:-}"; do
+  [ -z "$d" ] || unpack_prebuilt "$d" || exit 1
 done
 
 # NVFP4_PREBUILT=DIR: use nvfp4_test_cuda / nvfp4_bench_cuda / nvfp4 built elsewhere (same
