@@ -30,8 +30,16 @@
 HWY_BEFORE_NAMESPACE();
 namespace nvfp4::cpu {
 namespace HWY_NAMESPACE {
-// (Defined for every target: the GEMV's activation permutation names it in code every target compiles.)
+// (Defined for every target, as is the permutation below: the GEMV names them in code every target
+// compiles.)
 constexpr int Avx2Bf16Order(int p) { return 4 * (p % 4) + 2 * (p / 8) + (p / 4) % 2; }
+
+// The activations' permutation for this decode: dst[b + p] = src[b + Avx2Bf16Order(p)] for every
+// 16-element block b of [0, len) (len a multiple of 16).
+inline void PermuteToAvx2Bf16Order(const float* src, std::int64_t len, float* dst) {
+  for (std::int64_t b = 0; b < len; b += 16)
+    for (int p = 0; p < 16; ++p) dst[b + p] = src[b + Avx2Bf16Order(p)];
+}
 
 #if HWY_TARGET == HWY_AVX2
 

@@ -244,9 +244,7 @@ void GemmDotAvx2(const MatmulArgs& a) {
   parallel_for(m, [&](std::int64_t mi) {
     std::vector<float> row(static_cast<std::size_t>(k));
     load_x_row_f32(a, mi, row.data());
-    float* d = xp.get() + mi * k;
-    for (std::int64_t b = 0; b < k; b += kBlockSize)
-      for (int q = 0; q < kBlockSize; ++q) d[b + q] = row[static_cast<std::size_t>(b + Avx2Bf16Order(q))];
+    PermuteToAvx2Bf16Order(row.data(), k, xp.get() + mi * k);
   });
 
   const float* stab = e4m3_abs_table();
@@ -306,7 +304,7 @@ void GemmImpl(const MatmulArgs& a) {
   const std::int64_t threads = num_threads();
   const std::int64_t mc = tune.gemm_mc, kcmax = tune.gemm_kc;
   const std::int64_t mblocks = (m + mc - 1) / mc;
-  const std::int64_t nc = narrow_panel_cols((tune.gemm_nc + NR - 1) / NR * NR, NR, mblocks, n, threads);
+  const std::int64_t nc = narrow_panel_cols(round_up(tune.gemm_nc, NR), NR, mblocks, n, threads);
   const std::int64_t nblocks = (n + nc - 1) / nc;
 
   // x widened to fp32 once, zero-padded to K.

@@ -463,16 +463,17 @@ void GemvImpl(const MatmulArgs& a) {
   for (std::int64_t mi = 0; mi < m; ++mi) {
     load_x_row_f32(a, mi, row.data());
     float* dst = xp.get() + mi * g.xs;
-    for (std::int64_t c = 0; c < g.nch; ++c)
-      for (std::int64_t j = 0; j < 16; ++j)
-        for (std::int64_t i = 0; i < L; ++i) {
-          if (NVFP4_GEMV_AVX2_BF16)  // GemvRowChunkAvx2Bf16's order within block i
-            dst[c * chunk + 16 * i + j] = row[c * chunk + 16 * i + Avx2Bf16Order(static_cast<int>(j))];
-          else if (lut)  // block i: even elements, then odd ones
-            dst[c * chunk + 16 * i + (j & 1) * 8 + j / 2] = row[c * chunk + 16 * i + j];
-          else
-            dst[c * chunk + j * L + i] = row[c * chunk + 16 * i + j];
-        }
+    if (NVFP4_GEMV_AVX2_BF16)  // GemvRowChunkAvx2Bf16's order within each block
+      PermuteToAvx2Bf16Order(row.data(), g.nch * chunk, dst);
+    else
+      for (std::int64_t c = 0; c < g.nch; ++c)
+        for (std::int64_t j = 0; j < 16; ++j)
+          for (std::int64_t i = 0; i < L; ++i) {
+            if (lut)  // block i: even elements, then odd ones
+              dst[c * chunk + 16 * i + (j & 1) * 8 + j / 2] = row[c * chunk + 16 * i + j];
+            else
+              dst[c * chunk + j * L + i] = row[c * chunk + 16 * i + j];
+          }
     for (std::int64_t kk = g.nch * chunk; kk < k; ++kk) dst[kk] = row[kk];
   }
   g.xp = xp.get();
