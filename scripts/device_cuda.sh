@@ -50,7 +50,8 @@ STATUS=0
 
 say "machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv 2>&1 | head -3
-export NVFP4_DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
+NVFP4_DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
+export NVFP4_DRIVER
 # The device copy of the tree has no .git: pass NVFP4_COMMIT=<hash> in the run command.
 # Without either the variable stays unset: the reports then say the build's commit or "unknown"
 # (nvfp4 refuses an NVFP4_COMMIT that is not a commit, bench/machine.cpp).
@@ -323,7 +324,7 @@ fi
 if named cpu; then
   say "CPU backend on the host CPU, 2 cores (taskset -c 0,1)"
   lscpu | grep -E "Model name|^CPU\(s\)|L3" ; grep -o -w 'amx_bf16\|avx512_fp16\|avx512_bf16' /proc/cpuinfo | sort -u | tr '\n' ' '; echo
-  PIN=(taskset -c 0,1 env NVFP4_NUM_THREADS=2)
+  PIN=(taskset -c "0,1" env NVFP4_NUM_THREADS=2)
   for t in ${CPUT:-}; do
     if [ -x "$t" ]; then "${PIN[@]}" "$t" --gtest_brief=1 --gtest_output=json:"$OUT/cpu_$(basename "$t").json" || STATUS=1
     else echo "no CPU test binary $t"; STATUS=1; fi

@@ -19,11 +19,11 @@ pattern=${3:-_kernel}
 root=$(git rev-parse --show-toplevel)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-flags=(-std=c++17 -gencode=arch=compute_90a,code=compute_90a --expt-relaxed-constexpr -I "$root/include" -I "$root/src" -I "$root")
+flags=(-std=c++17 "-gencode=arch=compute_90a,code=compute_90a" --expt-relaxed-constexpr -I "$root/include" -I "$root/src" -I "$root")
 # The old file compiles in a worktree of REV, against REV's headers.
 git -C "$root" worktree add --detach -q "$tmp/old" "$rev"
 trap 'git -C "$root" worktree remove --force "$tmp/old"; rm -rf "$tmp"' EXIT
-old_flags=(-std=c++17 -gencode=arch=compute_90a,code=compute_90a --expt-relaxed-constexpr -I "$tmp/old/include" -I "$tmp/old/src" -I "$tmp/old")
+old_flags=(-std=c++17 "-gencode=arch=compute_90a,code=compute_90a" --expt-relaxed-constexpr -I "$tmp/old/include" -I "$tmp/old/src" -I "$tmp/old")
 nvcc "${old_flags[@]}" -ptx "$tmp/old/${PTX_DIFF_OLD_FILE:-$file}" -o "$tmp/old.ptx"
 nvcc "${flags[@]}" -ptx "$root/$file" -o "$tmp/new.ptx"
 if [ -n "${PTX_DIFF_RENAME:-}" ]; then sed -i -E "$PTX_DIFF_RENAME" "$tmp/new.ptx"; fi

@@ -23,7 +23,8 @@ if [ -z "$(tool cuobjdump)" ] || [ -z "$(tool nvdisasm)" ]; then
     { echo "sass.sh: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm failed" >&2; exit 1; }
 fi
 cuobjdump=$(tool cuobjdump)
-export PATH=$(dirname "$(tool nvdisasm)"):$PATH  # cuobjdump runs nvdisasm
+PATH=$(dirname "$(tool nvdisasm)"):$PATH  # cuobjdump runs nvdisasm
+export PATH
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 nvcc -std=c++17 -O3 -DNDEBUG -DNVFP4_HAVE_CUDA=1 ${NVFP4_SASS_DEFINES:-} -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr \
