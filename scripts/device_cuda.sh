@@ -3,7 +3,8 @@
 # build (Release, CUDA, Ninja), run the CUDA tests (GoogleTest JSON), compute-sanitizer memcheck
 # and racecheck on the CUDA test binary, the autotuner, and the benchmark (JSON + table).
 #
-#   scripts/device_cuda.sh [all|test|portable|tune|bench|replay|sanitize|profile|ab|cpu]...  (default: all; in that order)
+#   scripts/device_cuda.sh [all|test|portable|tune|bench|replay|sanitize|profile|ab|cpu|none]...  (default: all; in that order)
+#   (none: no step, only NVFP4_EXTRA, e.g. an experiment binary from the prebuilt folder)
 #   (portable: the CUDA tests again on a build of compute_80 PTX only, the code GPUs other than
 #   Hopper run; NVFP4_PORTABLE_PREBUILT=DIR for binaries built elsewhere)
 #   (profile: ncu on the repacked GEMV, NVFP4_PROFILE_SHAPES; not part of all)
@@ -28,6 +29,11 @@ BUILD=${NVFP4_BUILD_DIR:-/tmp/nvfp4-build-cuda}
 DEPS=/tmp/nvfp4-deps
 STEPS=("$@")
 [ ${#STEPS[@]} -eq 0 ] && STEPS=(all)
+for s in "${STEPS[@]}"; do  # a mistyped step would otherwise run nothing and report status 0
+  case $s in all|test|portable|tune|bench|replay|sanitize|profile|ab|cpu|none) ;;
+    *) echo "device_cuda.sh: unknown step '$s' (all test portable tune bench replay sanitize profile ab cpu none)" >&2; exit 2 ;;
+  esac
+done
 mkdir -p "$OUT"
 # Only this call's files: on 2026-12-03 a device machine's $OUT still held an earlier call's CPU
 # results (cpu_bench.json of 2026-12-02), which the tarball below would have passed off as this
