@@ -7,8 +7,11 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <set>
@@ -108,18 +111,21 @@ bench::CompareStats decode_ab(const std::string& table_a, const std::string& tab
 }
 
 // The two tables the decode checks' child processes read; removed however the check ends.
+// Under TMPDIR when set (temp_directory_path), like the tests' scratch files.
 struct TempTables {
-  char path[32] = "/tmp/nvfp4-tune-XXXXXX";
-  std::string a, b;
+  std::string dir, a, b;
   TempTables() {
-    if (!mkdtemp(path)) fail("tune", "cannot create a temporary directory for the decode check");
-    a = std::string(path) + "/a.json";
-    b = std::string(path) + "/b.json";
+    std::string tmpl = (std::filesystem::temp_directory_path() / "nvfp4-tune-XXXXXX").string();
+    if (!mkdtemp(tmpl.data()))
+      fail("tune", "cannot create a temporary directory for the decode check (" + tmpl + "): " + std::strerror(errno));
+    dir = tmpl;
+    a = dir + "/a.json";
+    b = dir + "/b.json";
   }
   ~TempTables() {
     std::remove(a.c_str());
     std::remove(b.c_str());
-    rmdir(path);
+    rmdir(dir.c_str());
   }
 };
 
