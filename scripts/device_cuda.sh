@@ -29,10 +29,9 @@ BUILD=${NVFP4_BUILD_DIR:-/tmp/nvfp4-build-cuda}
 DEPS=/tmp/nvfp4-deps
 STEPS=("$@")
 [ ${#STEPS[@]} -eq 0 ] && STEPS=(all)
+KNOWN_STEPS=(all test portable tune bench replay sanitize profile ab cpu none)
 for s in "${STEPS[@]}"; do  # a mistyped step would otherwise run nothing and report status 0
-  case $s in all|test|portable|tune|bench|replay|sanitize|profile|ab|cpu|none) ;;
-    *) echo "device_cuda.sh: unknown step '$s' (all test portable tune bench replay sanitize profile ab cpu none)" >&2; exit 2 ;;
-  esac
+  [[ " ${KNOWN_STEPS[*]} " == *" $s "* ]] || { echo "device_cuda.sh: unknown step '$s' (${KNOWN_STEPS[*]})" >&2; exit 2; }
 done
 mkdir -p "$OUT"
 # Only this call's files: on 2026-12-03 a device machine's $OUT still held an earlier call's CPU
