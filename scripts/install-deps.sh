@@ -6,7 +6,7 @@
 set -euo pipefail
 PKGS=(cmake ninja-build g++ pkg-config python3 python3-pip
       libfmt-dev nlohmann-json3-dev libcli11-dev libhwy-dev libgtest-dev libgmock-dev
-      libopenblas-dev libdnnl-dev ocl-icd-opencl-dev shellcheck)
+      libopenblas-dev libdnnl-dev ocl-icd-opencl-dev shellcheck clang)
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -34,7 +34,9 @@ ReplayResult tiny_replay() {
 TEST(BenchReport, JsonCsvTable) {
   const ReplayResult r = tiny_replay();
   nlohmann::json j = report_envelope({"nvfp4", "bench"});
-  j["replays"] = {to_json(r)};
+  // (json::array: a one-element braced list of a json is a copy under clang and an array under
+  // GCC, nlohmann/json's documented brace-initialisation pitfall.)
+  j["replays"] = nlohmann::json::array({to_json(r)});
   EXPECT_EQ(j["schema"], kJsonSchema);
   for (const char* k : {"date", "commit", "command", "machine"}) EXPECT_TRUE(j.contains(k)) << k;
   for (const char* k : {"cpu", "cores", "cpus_available", "cpu_threads", "mem_total_bytes", "gpu", "driver", "gpu_index",

@@ -40,7 +40,9 @@
 #define NVFP4_BF16_PANEL_X86 1
 // GCC 12 warns inside avx512fintrin.h (intrinsics built on _mm512_undefined_*()): a known false
 // positive, not an uninitialised value of this file.
+#if !defined(__clang__)  // a GCC-only warning; clang warns about the unknown group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #endif
 
 namespace nvfp4::cpu {

@@ -69,7 +69,9 @@
 #include <immintrin.h>
 #define NVFP4_GEMV_AMX_X86 1
 // GCC 12 warns inside avx512fintrin.h (_mm512_undefined_*): a known false positive.
+#if !defined(__clang__)  // a GCC-only warning; clang warns about the unknown group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #endif
 
 namespace nvfp4::cpu {
@@ -222,7 +224,10 @@ struct alignas(64) ScaledE2m1Table {
   std::uint16_t v[256][16];
 };
 
-NVFP4_AMXV_TARGET void build_scaled_table(ScaledE2m1Table& t, __m512 e2m1) {
+// (The E2M1 values come as a pointer, not an __m512: the caller is a static initialiser compiled
+// without AVX-512, and clang rejects a vector argument whose ABI differs between the two.)
+NVFP4_AMXV_TARGET void build_scaled_table(ScaledE2m1Table& t, const float* e2m1_values) {
+  const __m512 e2m1 = _mm512_loadu_ps(e2m1_values);
   const float* stab = e4m3_abs_table();
   for (int b = 0; b < 256; b += 2) {  // two bytes per conversion: (lo = b, hi = b + 1)
     const __m512i two = (__m512i)_mm512_cvtne2ps_pbh(_mm512_mul_ps(e2m1, _mm512_set1_ps(stab[b + 1])),
@@ -252,7 +257,7 @@ NVFP4_AMXV_TARGET DecodeConsts make_decode_consts() {
   const __m512 e2v = _mm512_load_ps(e2);
   static const ScaledE2m1Table* const tab = [&] {  // thread-safe one-time init (C++11 statics)
     static ScaledE2m1Table t;
-    build_scaled_table(t, e2v);
+    build_scaled_table(t, e2);
     return &t;
   }();
   return {_mm512_load_si512(ctrl), _mm512_set1_epi16(0x000F), _mm512_load_si512(blk), e2v, tab};

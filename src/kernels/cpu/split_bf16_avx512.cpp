@@ -8,7 +8,9 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define NVFP4_SPLIT_X86 1
+#if !defined(__clang__)  // a GCC-only warning; clang warns about the unknown group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 false positive in avx512fintrin.h
+#endif
 #endif
 
 namespace nvfp4::cpu {

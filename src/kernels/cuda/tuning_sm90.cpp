@@ -426,9 +426,11 @@ std::vector<GemvTableEntry> gemv_table_from_json(const std::string& text, const 
     GemvTableEntry t;
     try {
       if (!e.is_object()) throw std::runtime_error("is not an object");
-      for (const auto& [key, v] : e.items())
+      for (const auto& item : e.items()) {  // (not a structured binding: clang < 16 cannot capture one)
+        const std::string& key = item.key();
         if (std::find_if(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return key == k; }) == std::end(kKeys))
           throw std::runtime_error("unknown key \"" + key + "\"");
+      }
       t.cc = int_of(e, "cc");
       t.cls = e.at("class").get<std::string>();
       t.tile.cols_per_warp = int_of(e, "cols_per_warp");
