@@ -31,9 +31,7 @@
 #if HWY_ARCH_X86 && defined(__GNUC__) && !defined(__clang__)
 // GCC 12 warns inside avx512fintrin.h (intrinsics built on _mm512_undefined_*()) for the AVX-512
 // panel decode: a known false positive, not an uninitialised value of this file.
-#if !defined(__clang__)  // a GCC-only warning; clang warns about the unknown group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 #endif
 
 HWY_BEFORE_NAMESPACE();
