@@ -10,16 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-600}
 shift || true
-bash scripts/install-deps.sh
-# clang (libFuzzer lives in libclang-rt-dev); g++ has no coverage-guided fuzzer.
-for p in clang libclang-rt-dev; do
-  if ! dpkg -s "$p" >/dev/null 2>&1; then
-    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends clang libclang-rt-dev >/dev/null
-    break
-  fi
-done
+# clang (in install-deps' list) and libFuzzer, which lives in libclang-rt-dev; g++ has no
+# coverage-guided fuzzer.
+bash scripts/install-deps.sh libclang-rt-dev
 BUILD=${NVFP4_FUZZ_DIR:-build-fuzz}
 FLAGS="-fsanitize=address,undefined,fuzzer-no-link -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 CC=clang CXX=clang++ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNVFP4_CUDA=OFF \

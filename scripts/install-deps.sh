@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what nvfp4 needs to build and test on a fresh Debian 12 machine (run as root, or
 # with sudo available). Idempotent: skips apt when every package is already installed.
+# Arguments: extra packages a script needs beyond this list (scripts/fuzz.sh: libclang-rt-dev).
 # ocl-icd-opencl-dev: Debian's dnnl-config.cmake calls find_package(OpenCL) (libdnnl-dev only
 # recommends it, and --no-install-recommends skips it), so configure fails without it on a bare machine.
 set -euo pipefail
 PKGS=(cmake ninja-build g++ pkg-config python3 python3-pip
       libfmt-dev nlohmann-json3-dev libcli11-dev libhwy-dev libgtest-dev libgmock-dev
-      libopenblas-dev libdnnl-dev ocl-icd-opencl-dev shellcheck clang)
+      libopenblas-dev libdnnl-dev ocl-icd-opencl-dev shellcheck clang "$@")  # + a script's extras
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

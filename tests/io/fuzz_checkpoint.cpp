@@ -17,19 +17,15 @@
 // Every nvfp4::Error is the expected outcome of bad input; anything else (another exception, a
 // sanitizer report, a hang, an allocation over -rss_limit_mb) is a finding.
 //   fuzz_checkpoint --write-seeds DIR   writes one valid input of every mode and layout to DIR.
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
-#include <vector>
 
 #include "bench/model.h"
+#include "io/io_test_util.h"
 #include "kernels/cuda/tuning_sm90.h"
 #include "nvfp4/checkpoint.h"
 #include "nvfp4/nvfp4.h"
@@ -39,15 +35,14 @@ using namespace nvfp4;
 
 namespace {
 
-std::string g_root;  // per-process scratch folder: fixed shards and the current input
+using test::read_bytes;
+using test::write_bytes;
 
-void write_file(const std::string& path, const std::uint8_t* data, std::size_t size) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-}
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+std::string g_root;  // per-process scratch folder (a test::TempDir): fixed shards, the current input
+
+// Bytes [from, size) of the input as a string.
+std::string tail(const std::uint8_t* data, std::size_t size, std::size_t from) {
+  return std::string(reinterpret_cast<const char*>(data) + from, size - from);
 }
 
 Tensor pattern_weight(std::int64_t n, std::int64_t k, std::uint32_t seed) {
@@ -69,9 +64,8 @@ void write_checkpoint(Layout l, const std::string& out, std::uint64_t max_shard_
   wo.source_folder = g_root + "/src";  // a config.json for the writer to complete
   CheckpointWriter w(out, wo);
   QuantizeOptions qo;
-  if (l != Layout::kDense) qo.recipe = l == Layout::kModelopt ? Recipe::kModelopt
-                                       : l == Layout::kMlx      ? Recipe::kMlx
-                                                                : Recipe::kCompressedTensors;
+  for (const Recipe r : {Recipe::kModelopt, Recipe::kCompressedTensors, Recipe::kMlx})
+    if (layout_for_recipe(r) == l) qo.recipe = r;
   if (l == Layout::kDense) {
     w.add_dense("model.a.q_proj.weight", pattern_weight(8, 48, 1));
   } else {
@@ -135,15 +129,11 @@ void exercise(const std::string& path) {
   for (const std::string& p : c.fp8_prefixes()) (void)c.fp8_dense(p);
 }
 
-void ensure_root() {
-  if (!g_root.empty()) return;
-  std::string t = (fs::temp_directory_path() / "nvfp4_fuzz_XXXXXX").string();
-  if (!::mkdtemp(t.data())) std::abort();
-  g_root = t;
-  std::atexit([] { std::error_code ec; fs::remove_all(g_root, ec); });
+void make_root() {
+  static test::TempDir root;  // removed at exit
+  g_root = root.path();
   fs::create_directory(g_root + "/src");
-  const std::string cfg = R"({"model_type": "llama", "hidden_size": 48, "num_hidden_layers": 2})";
-  write_file(g_root + "/src/config.json", reinterpret_cast<const std::uint8_t*>(cfg.data()), cfg.size());
+  write_bytes(g_root + "/src/config.json", R"({"model_type": "llama", "hidden_size": 48, "num_hidden_layers": 2})");
   // Fixed shards: one valid single-file checkpoint per layout (mode 1) and one two-shard folder
   // (mode 2), written once by the library's own writer.
   for (const Layout l : kLayouts) {
@@ -156,29 +146,24 @@ void ensure_root() {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
-  ensure_root();
+  make_root();
   for (int i = 1; i + 1 < *argc; ++i)
     if (std::strcmp((*argv)[i], "--write-seeds") == 0) {
       const std::string dir = (*argv)[i + 1];
       fs::create_directories(dir);
       int count = 0;
-      auto emit = [&](std::string bytes) {
-        const std::string f = dir + "/seed-" + std::to_string(count++);
-        write_file(f, reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
-      };
-      for (const Layout l : kLayouts) {
+      auto emit = [&](const std::string& bytes) { write_bytes(dir + "/seed-" + std::to_string(count++), bytes); };
+      for (int i = 0; i < 4; ++i) {
         const std::string file = g_root + "/seed.safetensors";
-        write_checkpoint(l, file, 1ull << 40);
-        emit(std::string(1, '\0') + read_file(file));
+        write_checkpoint(kLayouts[i], file, 1ull << 40);
+        emit(std::string(1, '\0') + read_bytes(file));
         fs::remove(file);
-        const std::string cfg = read_file(g_root + "/fixed-" + layout_name(l) + "/config.json");
-        emit(std::string(1, '\1') + std::string(1, static_cast<char>(&l - kLayouts)) + cfg);
+        emit(std::string{'\1', static_cast<char>(i)} + read_bytes(g_root + "/fixed-" + layout_name(kLayouts[i]) + "/config.json"));
       }
-      emit(std::string(1, '\2') + read_file(g_root + "/fixed-sharded/model.safetensors.index.json"));
+      emit(std::string(1, '\2') + read_bytes(g_root + "/fixed-sharded/model.safetensors.index.json"));
       for (const auto& [name, text] : bench::builtin_model_files()) emit(std::string(1, '\3') + text);
       emit(std::string(1, '\4') + kTableSeed);
       std::printf("wrote %d seeds to %s\n", count, dir.c_str());
-      fs::remove_all(g_root);
       std::exit(0);
     }
   return 0;
@@ -189,18 +174,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const int mode = data[0] % 5;
   if (mode >= 3) {
     try {
-      exercise_json(mode, std::string(reinterpret_cast<const char*>(data + 1), size - 1));
+      exercise_json(mode, tail(data, size, 1));
     } catch (const Error&) {
     }
     return 0;
   }
-  ensure_root();
   const std::string in = g_root + "/in";
   fs::remove_all(in);
   std::string path;
   if (mode == 0) {
     path = in + ".safetensors";
-    write_file(path, data + 1, size - 1);
+    write_bytes(path, tail(data, size, 1));
   } else {
     fs::create_directory(in);
     path = in;
@@ -213,10 +197,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     };
     if (mode == 1) {
       copy_except(g_root + "/fixed-" + layout_name(kLayouts[data[1] % 4]), "config.json");
-      write_file(in + "/config.json", data + 2, size - 2);
+      write_bytes(in + "/config.json", tail(data, size, 2));
     } else {
       copy_except(g_root + "/fixed-sharded", "model.safetensors.index.json");
-      write_file(in + "/model.safetensors.index.json", data + 1, size - 1);
+      write_bytes(in + "/model.safetensors.index.json", tail(data, size, 1));
     }
   }
   try {
